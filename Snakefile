@@ -1,0 +1,32 @@
+"""tierbench: which storage tier should a job's scratch and output go to?
+
+Table of contents: the configuration is validated, the rules of each workload
+are included, and `all` builds the report of the configured study
+(`paper` builds the five document studies and their report).
+"""
+
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/preflight.smk"
+include: "workflow/rules/fio.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        "results/report.html",
+    default_target: True

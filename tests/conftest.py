@@ -1,0 +1,64 @@
+"""Shared fixtures: the repository, and running the pipeline in a scratch copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(REPO / "workflow"))
+
+#: what a scratch copy of the pipeline needs (results/ and .snakemake/ stay behind)
+PIPELINE_FILES = ["Snakefile", "workflow", "config", "notebooks", "profiles", "envs"]
+
+
+def snakemake_command() -> list[str]:
+    return [sys.executable, "-m", "snakemake"]
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path):
+    """A copy of the pipeline in a temporary folder and a function that runs snakemake there."""
+    root = tmp_path / "tierbench"
+    root.mkdir()
+    for name in PIPELINE_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, root / name)
+
+    def run(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        done = subprocess.run(
+            [*snakemake_command(), *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"snakemake {' '.join(args)} failed ({done.returncode}):\n"
+                f"{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+            )
+        return done
+
+    run.root = root
+    return run
+
+
+def fixture_text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())

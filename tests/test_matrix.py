@@ -1,0 +1,110 @@
+"""Config expansion: axes, scales, tiers, repetitions, and the errors that name the key."""
+
+import copy
+import json
+
+import pytest
+import yaml
+from conftest import REPO
+from tierbench import matrix
+from tierbench.errors import ConfigError
+
+CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+
+def tiers(config=CONFIG, tmp_path="/tmp"):
+    return matrix.resolve_tiers(config, REPO / "config/hardware", str(tmp_path))
+
+
+def test_default_config_validates():
+    matrix.validate(CONFIG, "config.schema.yaml", "config.yaml")
+
+
+def test_axes_expand_to_every_combination():
+    study = matrix.study_of(CONFIG)
+    points = matrix.expand_study(study, tiers(), "default")
+    sequential = [p for p in points if p.experiment == "sequential"]
+    # rw x block_size x io_mode = 2 x 4 x 2, on shm and disk (void is not a file tier)
+    assert len(sequential) == 2 * 4 * 2 * 2
+    assert {p.tier for p in sequential} == {"shm", "disk"}
+    names = {p.name for p in sequential}
+    assert "block_size=4k,io_mode=direct,rw=write" in names
+    one = next(p for p in sequential if p.name == "block_size=10M,io_mode=buffered,rw=read")
+    assert one.params["block_size"] == "10M" and one.params["size"] == "256MiB"
+
+
+def test_scale_overrides_values_and_axes():
+    study = matrix.study_of(CONFIG)
+    smoke = matrix.expand_study(study, tiers(), "smoke")
+    block_sizes = {p.params["block_size"] for p in smoke if p.experiment == "sequential"}
+    assert block_sizes == {"64k", "1M"}
+    full = matrix.expand_study(study, tiers(), "full")
+    worst = next(p for p in full if p.experiment == "worst_case")
+    assert worst.params["size"] == "500MiB" and worst.params["runtime"] == 60
+
+
+def test_single_point_name():
+    assert matrix.point_name({}) == "single"
+    assert matrix.point_name({"b": "1/2", "a": 3}) == "a=3,b=1_2"
+
+
+def test_repetitions_warmup_first():
+    assert matrix.repetitions({"repetitions": 3, "warmup": True}) == [0, 1, 2, 3]
+    assert matrix.repetitions({"repetitions": 2, "warmup": False}) == [1, 2]
+
+
+def test_relative_tier_paths_resolve_against_workdir(tmp_path):
+    resolved = tiers(tmp_path=tmp_path)
+    assert resolved["disk"]["path"] == str(tmp_path / "results/scratch")
+    assert resolved["shm"]["max_bytes"] == 2 * 1024**3
+    assert resolved["void"]["path"] == "/dev/null"
+
+
+def test_unknown_tier_is_named():
+    study = copy.deepcopy(matrix.study_of(CONFIG))
+    study["experiments"][0]["tiers"] = ["shm", "nvme0"]
+    with pytest.raises(ConfigError, match="nvme0"):
+        matrix.expand_study(study, tiers(), "default")
+
+
+def test_block_larger_than_file_is_named():
+    study = copy.deepcopy(matrix.study_of(CONFIG))
+    study["experiments"][1]["params"]["size"] = "1M"
+    with pytest.raises(ConfigError, match=r"block_size 10M is larger than the file size 1M"):
+        matrix.expand_study(study, tiers(), "default")
+
+
+def test_bad_param_value_names_key():
+    study = copy.deepcopy(matrix.study_of(CONFIG))
+    study["experiments"][0]["params"]["io_mode"] = "mmap"
+    with pytest.raises(ConfigError, match=r"worst_case.*io_mode"):
+        matrix.expand_study(study, tiers(), "default")
+
+
+def test_two_tiers_one_path_rejected():
+    config = copy.deepcopy(CONFIG)
+    config["tiers"]["again"] = {"path": "/dev/shm", "class": "tmpfs"}
+    with pytest.raises(ConfigError, match="again"):
+        tiers(config)
+
+
+def test_hardware_file_replaces_tiers(tmp_path):
+    config = copy.deepcopy(CONFIG)
+    config["hardware"] = "workstation"
+    resolved = tiers(config, tmp_path)
+    hardware = yaml.safe_load((REPO / "config/hardware/workstation.yaml").read_text())
+    assert set(resolved) == set(hardware["tiers"]) | {"void"}
+
+
+def test_unknown_hardware_lists_known():
+    config = copy.deepcopy(CONFIG)
+    config["hardware"] = "no_such_machine"
+    with pytest.raises(ConfigError, match="workstation"):
+        tiers(config)
+
+
+def test_run_spec_is_json_with_phase():
+    point = matrix.expand_study(matrix.study_of(CONFIG), tiers(), "smoke")[0]
+    spec = json.loads(matrix.run_spec(point, tiers()[point.tier], 0))
+    assert spec["phase"] == "warmup" and spec["tier_path"] and spec["params"]["rw"] == "randrw"
+    assert json.loads(matrix.run_spec(point, tiers()[point.tier], 2))["phase"] == "measured"

@@ -1,0 +1,141 @@
+"""Raw JSON records of a study -> results.csv (tidy) and summary.csv (statistics).
+
+results.csv has one row per measured value and run (warm-up rows included,
+marked ``phase=warmup``). summary.csv has one row per point and metric: the
+median of the measured repetitions, their minimum and maximum, a bootstrap 95%
+confidence interval of the median, and a ``noisy`` flag when the relative
+spread exceeds the configured threshold. Points without a number (not
+applicable, skipped, failed) keep a row with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .records import LEADING_COLUMNS, OK, TRAILING_COLUMNS
+
+POINT_KEYS = ["study", "experiment", "workload", "tier", "tier_class", "point"]
+BOOTSTRAP_SAMPLES = 2000
+
+
+def _scalar(value):
+    return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+
+
+def tidy_rows(record: dict) -> list[dict]:
+    spec, context = record["spec"], record.get("context", {})
+    host = context.get("host", {})
+    base = {
+        "study": spec["study"],
+        "experiment": spec["experiment"],
+        "workload": spec["workload"],
+        "tier": spec["tier"],
+        "tier_class": spec["tier_class"],
+        "host": host.get("host", ""),
+        "point": spec["point"],
+        **{key: _scalar(value) for key, value in spec["params"].items()},
+        "repetition": spec["repetition"],
+        "phase": spec["phase"],
+        "started_at": record["started_at"],
+        "duration_s": record["duration_s"],
+        "slurm_job_id": host.get("slurm_job_id") or "",
+    }
+    return [{**base, **metric} for metric in record["metrics"]]
+
+
+def load_records(paths: list[str]) -> pd.DataFrame:
+    rows = []
+    for path in paths:
+        try:
+            record = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"cannot read raw record {path}: {error}") from None
+        rows += tidy_rows(record)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=LEADING_COLUMNS + TRAILING_COLUMNS)
+    params = sorted(set(frame.columns) - set(LEADING_COLUMNS) - set(TRAILING_COLUMNS))
+    return frame[LEADING_COLUMNS + params + TRAILING_COLUMNS]
+
+
+def param_columns(frame: pd.DataFrame) -> list[str]:
+    return [c for c in frame.columns if c not in LEADING_COLUMNS and c not in TRAILING_COLUMNS]
+
+
+def bootstrap_ci(values: np.ndarray, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the median (seeded: the same data, the same CI)."""
+    if len(values) < 2:
+        return float(values[0]), float(values[0])
+    rng = np.random.default_rng(seed)
+    samples = rng.choice(values, size=(BOOTSTRAP_SAMPLES, len(values)), replace=True)
+    medians = np.median(samples, axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def summarise(frame: pd.DataFrame, noise_threshold: float) -> pd.DataFrame:
+    params = param_columns(frame)
+    out = []
+    for key, group in frame.groupby(POINT_KEYS, sort=True, dropna=False):
+        first = group.iloc[0]
+        base = dict(zip(POINT_KEYS, key, strict=True))
+        base.update({p: first[p] for p in params})
+        base["host"] = ",".join(sorted(set(group["host"].astype(str))))
+        problems = group[group["status"] != OK]
+        measured = group[(group["status"] == OK) & (group["phase"] == "measured")]
+        if measured.empty and not problems.empty:
+            reasons = sorted(set(problems["reason"].astype(str)))
+            out.append(
+                {**base, "metric": "status", "status": problems.iloc[0]["status"],
+                 "reason": "; ".join(reasons), "n": 0}
+            )
+            continue
+        for (name, unit), values in measured.groupby(["metric", "unit"], sort=True):
+            data = values["value"].to_numpy(dtype=float)
+            median = float(np.median(data))
+            spread = float((data.max() - data.min()) / median) if median else 0.0
+            low, high = bootstrap_ci(data)
+            warm = group[(group["phase"] == "warmup") & (group["metric"] == name)]["value"]
+            out.append(
+                {**base, "metric": name, "unit": unit, "status": OK,
+                 "reason": "" if problems.empty else "some repetitions failed",
+                 "n": len(data), "median": median, "mean": float(data.mean()),
+                 "min": float(data.min()), "max": float(data.max()),
+                 "ci_low": low, "ci_high": high, "rel_spread": spread,
+                 "noisy": bool(len(data) > 1 and spread > noise_threshold),
+                 "warmup": float(warm.iloc[0]) if len(warm) else np.nan}
+            )
+    columns = POINT_KEYS + ["host"] + params + [
+        "metric", "unit", "status", "reason", "n", "median", "mean", "min", "max",
+        "ci_low", "ci_high", "rel_spread", "noisy", "warmup"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True)
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--noise-threshold", type=float, default=0.25)
+    parser.add_argument("raw", nargs="+")
+    args = parser.parse_args(argv)
+    frame = load_records(args.raw)
+    frame.to_csv(args.results, index=False)
+    summary = summarise(frame, args.noise_threshold)
+    summary.to_csv(args.summary, index=False)
+    noisy = int(summary["noisy"].fillna(False).astype(bool).sum())
+    print(
+        f"{len(args.raw)} runs -> {len(frame)} rows; {len(summary)} point metrics, "
+        f"{noisy} flagged noisy",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,238 @@
+"""Expand a study into its points: tier x workload x parameter axes x repetition.
+
+A parameter given as a list is an axis; every combination of axis values is a
+point. Points get readable names (``block_size=4k,io_mode=direct,rw=write``)
+that become one folder each under ``results/<study>/raw/``. Nothing here
+knows a workload: adding a value to an axis, a tier or a study needs no code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from .errors import ConfigError
+from .units import parse_size
+
+VOID = "void"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
+#: Keys a study file may set; everything else in a config is global.
+STUDY_KEYS = ("study", "title", "document", "experiments", "repetitions", "warmup")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One experiment point on one tier; repetitions of it are separate jobs."""
+
+    study: str
+    experiment: str
+    workload: str
+    tier: str
+    name: str
+    params: dict = field(hash=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.study, self.workload, self.experiment, self.tier, self.name)
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+@cache
+def _schema(name: str) -> dict:
+    return load_yaml(SCHEMA_DIR / name)
+
+
+def validate(instance: dict, schema_name: str, what: str) -> None:
+    """Validate against one of workflow/schemas/; the error names the offending key."""
+    import jsonschema
+    from referencing import Registry, Resource
+
+    def retrieve(uri: str) -> Resource:
+        return Resource.from_contents(_schema(os.path.normpath(uri)))
+
+    registry = Registry(retrieve=retrieve)
+    schema = dict(_schema(schema_name))
+    schema["$id"] = schema_name
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for error in errors:
+            where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+            lines.append(f"  {what}: {where}: {error.message}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+
+
+def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -> dict:
+    """Tier name -> spec with an absolute path and ``max_bytes`` in bytes.
+
+    A hardware file, when named, replaces the config's tiers; the void tier
+    (/dev/null) is always there for the pipe workloads.
+    """
+    tiers = dict(config["tiers"])
+    if config.get("hardware"):
+        hardware = load_hardware(config["hardware"], hardware_dir)
+        tiers = dict(hardware["tiers"])
+    tiers.setdefault(VOID, {"path": "/dev/null", "class": VOID})
+    resolved = {}
+    for name, spec in tiers.items():
+        spec = dict(spec)
+        spec["path"] = os.path.normpath(os.path.join(workdir, os.path.expanduser(spec["path"])))
+        spec["max_bytes"] = parse_size(spec["max_bytes"]) if "max_bytes" in spec else None
+        resolved[name] = spec
+    paths = {}
+    for name, spec in resolved.items():
+        if spec["path"] in paths:
+            raise ConfigError(
+                f"tiers.{name}: path {spec['path']} is also the path of tier {paths[spec['path']]}"
+            )
+        paths[spec["path"]] = name
+    return resolved
+
+
+def load_hardware(name: str, hardware_dir: str | os.PathLike) -> dict:
+    path = Path(hardware_dir) / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in Path(hardware_dir).glob("*.yaml"))
+        raise ConfigError(f"hardware: no file {path} (known: {', '.join(known)})")
+    hardware = load_yaml(path)
+    validate(hardware, "hardware.schema.yaml", str(path))
+    return hardware
+
+
+def study_of(config: dict) -> dict:
+    """The study-level part of a config (what a study file defines)."""
+    return {key: config[key] for key in STUDY_KEYS if key in config}
+
+
+def load_study(path: str | os.PathLike, defaults: dict) -> dict:
+    """A study file merged over the global settings of the running config."""
+    data = load_yaml(path)
+    unknown = set(data) - set(STUDY_KEYS) - {"scale"}
+    if unknown:
+        raise ConfigError(f"{path}: keys {sorted(unknown)} do not belong in a study file")
+    study = {**study_of(defaults), **study_of(data)}
+    validate({**defaults, **study}, "config.schema.yaml", str(path))
+    return study
+
+
+def experiment_params(experiment: dict, scale: str) -> dict:
+    """An experiment's parameters with the overrides of the chosen scale applied."""
+    params = dict(experiment["params"])
+    params.update((experiment.get("scale") or {}).get(scale) or {})
+    return params
+
+
+def experiment_tiers(experiment: dict, tiers: dict) -> list[str]:
+    chosen = experiment.get("tiers", "all")
+    if chosen == "all":
+        return [name for name, spec in tiers.items() if spec["class"] != VOID]
+    missing = [name for name in chosen if name not in tiers]
+    if missing:
+        raise ConfigError(
+            f"experiment {experiment['name']}: tiers {missing} are not defined "
+            f"(defined: {', '.join(tiers)})"
+        )
+    return list(chosen)
+
+
+def point_name(values: dict) -> str:
+    """Readable, filesystem-safe name of a combination of axis values."""
+    if not values:
+        return "single"
+    parts = []
+    for key in sorted(values):
+        text = str(values[key]).replace("/", "_").replace(",", "_").replace("=", "_")
+        parts.append(f"{key}={text}")
+    return ",".join(parts)
+
+
+def expand_params(params: dict) -> list[tuple[dict, dict]]:
+    """(axis values, full parameters) for every combination of the list-valued params."""
+    axes = sorted(key for key, value in params.items() if isinstance(value, list))
+    for key in axes:
+        if not params[key]:
+            raise ConfigError(f"parameter {key}: an axis needs at least one value")
+    combos = []
+    for values in itertools.product(*(params[key] for key in axes)):
+        chosen = dict(zip(axes, values, strict=True))
+        combos.append((chosen, {**params, **chosen}))
+    return combos
+
+
+def check_point(workload: str, params: dict, where: str) -> None:
+    """Schema of the workload's parameters, then its own semantic checks."""
+    validate(params, f"params/{workload}.schema.yaml", where)
+    module = importlib.import_module(f"tierbench.workloads.{workload}")
+    check = getattr(module, "check_params", None)
+    if check is not None:
+        try:
+            check(params)
+        except (ValueError, ConfigError) as error:
+            raise ConfigError(f"{where}: {error}") from None
+
+
+def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
+    points = []
+    names = [experiment["name"] for experiment in study["experiments"]]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise ConfigError(f"study {study['study']}: experiment names {duplicated} repeat")
+    for experiment in study["experiments"]:
+        params = experiment_params(experiment, scale)
+        tier_names = experiment_tiers(experiment, tiers)
+        for axis_values, point_params in expand_params(params):
+            name = point_name(axis_values)
+            where = f"{study['study']}.{experiment['name']}[{name}]"
+            check_point(experiment["workload"], point_params, where)
+            for tier in tier_names:
+                points.append(
+                    Point(
+                        study=study["study"],
+                        experiment=experiment["name"],
+                        workload=experiment["workload"],
+                        tier=tier,
+                        name=name,
+                        params=point_params,
+                    )
+                )
+    return points
+
+
+def repetitions(study: dict) -> list[int]:
+    """Repetition numbers: 0 is the warm-up (when enabled), then 1..N measured."""
+    first = 0 if study.get("warmup", True) else 1
+    return list(range(first, int(study["repetitions"]) + 1))
+
+
+def run_spec(point: Point, tier_spec: dict, repetition: int, description: str = "") -> str:
+    """The JSON a workload runner receives for one job."""
+    spec = {
+        "study": point.study,
+        "experiment": point.experiment,
+        "workload": point.workload,
+        "tier": point.tier,
+        "tier_path": tier_spec["path"],
+        "tier_class": tier_spec["class"],
+        "max_bytes": tier_spec.get("max_bytes"),
+        "point": point.name,
+        "params": point.params,
+        "repetition": repetition,
+        "phase": "warmup" if repetition == 0 else "measured",
+        "description": description,
+    }
+    return json.dumps(spec, sort_keys=True)

@@ -1,0 +1,162 @@
+"""Before the first benchmark: can every tier take what the study will write?
+
+Checks each tier a study uses (exists or can be created, is a writable
+directory, is the file system its class claims, has the free space the largest
+point needs times a safety factor) and that every tool the study's workloads
+need is installed. Every problem is listed, one line each, and the run stops
+before any job writes to a tier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .probe import probe_tier
+from .rundir import free_bytes, sweep_stale
+from .units import format_size
+
+#: tools each workload calls; checked with shutil.which
+TOOLS = {
+    "fio": ["fio"],
+    "dd": ["dd"],
+    "pv": ["pv"],
+    "stream": ["gcc"],
+    "fe_proxy": [],
+    "cfd_proxy": ["mpiexec"],
+}
+#: install hints printed with a missing tool (Debian/Ubuntu package names)
+PACKAGES = {"fio": "fio", "pv": "pv", "gcc": "gcc", "mpiexec": "openmpi-bin", "bindfs": "bindfs"}
+#: file system types a tier class is expected to be on; a mismatch is a warning
+FS_TYPES = {
+    "tmpfs": {"tmpfs"},
+    "shm": {"tmpfs"},
+    "lustre": {"lustre"},
+    "nfs": {"nfs", "nfs4"},
+    "gpfs": {"gpfs"},
+    "beegfs": {"beegfs"},
+    "pmem-fsdax": {"ext4", "xfs"},
+    "fuse": {"fuse", "fuse.bindfs", "fuseblk"},
+    "disk": {"ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "bcachefs", "overlay"},
+    "ssd": {"ext4", "xfs", "btrfs", "zfs", "f2fs"},
+    "nvme": {"ext4", "xfs", "btrfs", "zfs", "f2fs"},
+    "hdd": {"ext4", "xfs", "btrfs", "zfs", "ext3"},
+}
+
+
+def planned_bytes(workload: str, params: dict) -> int:
+    """Bytes one point of a workload puts on its tier at once (0 if it says nothing)."""
+    module = importlib.import_module(f"tierbench.workloads.{workload}")
+    estimate = getattr(module, "planned_bytes", None)
+    return int(estimate(params)) if estimate else 0
+
+
+def check_tier(name: str, tier: dict, needed: int, safety: float) -> tuple[list, list]:
+    problems, warnings = [], []
+    path = Path(tier["path"])
+    if tier["class"] == "void":
+        if not os.path.exists(path):
+            problems.append(f"tier {name}: {path} does not exist")
+        return problems, warnings
+    if not path.exists():
+        try:
+            path.mkdir(parents=True)
+        except OSError as error:
+            problems.append(
+                f"tier {name}: path {path} does not exist and cannot be created ({error.strerror})"
+            )
+            return problems, warnings
+    if not path.is_dir():
+        problems.append(f"tier {name}: path {path} is not a directory")
+        return problems, warnings
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".tierbench-preflight-"):
+            pass
+    except OSError as error:
+        problems.append(f"tier {name}: cannot write in {path} ({error.strerror})")
+        return problems, warnings
+    for stale in sweep_stale(path):
+        warnings.append(f"tier {name}: removed {stale}, left by an interrupted run")
+    fs_type = probe_tier(path).get("fs_type")
+    expected = FS_TYPES.get(tier["class"])
+    if expected and fs_type and fs_type not in expected:
+        warnings.append(
+            f"tier {name}: class {tier['class']} expects {'/'.join(sorted(expected))} "
+            f"but {path} is on {fs_type}"
+        )
+    want = int(needed * safety)
+    free = free_bytes(path)
+    if want > free:
+        problems.append(
+            f"tier {name}: the largest point writes {format_size(needed)} "
+            f"(x{safety} safety = {format_size(want)}) but {path} has {format_size(free)} free"
+        )
+    cap = tier.get("max_bytes")
+    if cap is not None and needed > cap:
+        warnings.append(
+            f"tier {name}: points writing more than max_bytes={format_size(cap)} "
+            f"(largest: {format_size(needed)}) will be recorded as failed, not run"
+        )
+    return problems, warnings
+
+
+def check_tools(workloads: set[str]) -> list[str]:
+    problems = []
+    for tool in sorted({tool for workload in workloads for tool in TOOLS.get(workload, [])}):
+        if shutil.which(tool) is None:
+            package = PACKAGES.get(tool, tool)
+            problems.append(
+                f"tool {tool} is not installed (needed by {', '.join(sorted(workloads))}); "
+                f"install it with: sudo apt-get install -y {package}"
+            )
+    return problems
+
+
+def run_preflight(spec: dict) -> dict:
+    needed: dict[str, int] = {}
+    for point in spec["points"]:
+        size = planned_bytes(point["workload"], point["params"])
+        needed[point["tier"]] = max(needed.get(point["tier"], 0), size)
+    problems, warnings = [], []
+    for name, tier in spec["tiers"].items():
+        tier_problems, tier_warnings = check_tier(
+            name, tier, needed.get(name, 0), spec["safety_factor"]
+        )
+        problems += tier_problems
+        warnings += tier_warnings
+    problems += check_tools({point["workload"] for point in spec["points"]})
+    return {
+        "study": spec["study"],
+        "ok": not problems,
+        "problems": problems,
+        "warnings": warnings,
+        "planned_bytes_per_tier": needed,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    result = run_preflight(json.loads(args.spec))
+    for warning in result["warnings"]:
+        print(f"preflight warning: {warning}", file=sys.stderr)
+    if not result["ok"]:
+        print(f"preflight failed for study {result['study']}:", file=sys.stderr)
+        for problem in result["problems"]:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"preflight ok for study {result['study']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

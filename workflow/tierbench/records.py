@@ -1,0 +1,45 @@
+"""One tidy record per measured value, the same columns for every workload."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+#: Columns of results/<study>/results.csv, in order. Workload parameters
+#: (block_size, write_interval, cores, ...) go between ``host`` and
+#: ``repetition``; which ones depends on the study.
+LEADING_COLUMNS = ["study", "experiment", "workload", "tier", "tier_class", "host", "point"]
+TRAILING_COLUMNS = [
+    "repetition",
+    "phase",
+    "metric",
+    "value",
+    "unit",
+    "status",
+    "reason",
+    "started_at",
+    "duration_s",
+    "slurm_job_id",
+]
+
+#: Status of a point: measured, or why there is no number.
+OK, NOT_APPLICABLE, SKIPPED, FAILED = "ok", "not_applicable", "skipped", "failed"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def metric(name: str, value: float, unit: str) -> dict:
+    """A measured value; refuses NaN and infinities so a bad parse cannot pass as a number."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"metric {name} is not a finite number: {value}")
+    return {"metric": name, "value": value, "unit": unit, "status": OK, "reason": ""}
+
+
+def no_value(status: str, reason: str) -> dict:
+    """A point that has no number, with the reason a reader will see in the report."""
+    if status not in (NOT_APPLICABLE, SKIPPED, FAILED):
+        raise ValueError(f"unknown status {status!r}")
+    return {"metric": "status", "value": math.nan, "unit": "", "status": status, "reason": reason}

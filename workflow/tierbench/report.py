@@ -1,0 +1,121 @@
+"""results/report.html: one self-contained page per run of the pipeline.
+
+Figures are embedded as PNG (base64), tables are rendered from summary.csv,
+and every study shows the host and tiers its numbers came from, so the page
+can be mailed around without the results folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from . import __version__
+from .records import utc_now
+from .units import format_size
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+
+
+def number(value, digits: int = 3) -> str:
+    """Readable number: 3 significant digits, thousands separators, no exponent."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    value = float(value)
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{value:,.{decimals}f}"
+
+
+def load_figures(study_dir: Path) -> list[dict]:
+    figures = []
+    for manifest in sorted((study_dir / "figures").glob("*/manifest.json")):
+        for entry in json.loads(manifest.read_text()):
+            png = manifest.parent / entry["png"]
+            figures.append(
+                {**entry, "family": manifest.parent.name,
+                 "data": base64.b64encode(png.read_bytes()).decode("ascii")}
+            )
+    return figures
+
+
+def medians_table(summary: pd.DataFrame) -> list[dict]:
+    ok = summary[summary["status"] == "ok"]
+    rows = []
+    for row in ok.itertuples():
+        rows.append(
+            {"experiment": row.experiment, "tier": row.tier, "tier_class": row.tier_class,
+             "point": row.point, "metric": row.metric, "unit": row.unit,
+             "median": number(row.median), "range": f"{number(row.min)} – {number(row.max)}",
+             "ci": f"{number(row.ci_low)} – {number(row.ci_high)}", "n": int(row.n),
+             "noisy": bool(row.noisy), "spread": f"{100 * row.rel_spread:.0f}%",
+             "warmup": number(row.warmup)}
+        )
+    return rows
+
+
+def study_context(results_dir: Path, study: str) -> dict:
+    study_dir = results_dir / study
+    summary = pd.read_csv(study_dir / "summary.csv")
+    results = pd.read_csv(study_dir / "results.csv")
+    provenance = json.loads((study_dir / "provenance" / "tiers.json").read_text())
+    nodes = (
+        results.drop_duplicates(["host", "tier", "slurm_job_id"])[["host", "tier", "slurm_job_id"]]
+        .fillna("")
+        .to_dict("records")
+    )
+    problems = summary[summary["status"] != "ok"]
+    return {
+        "id": study,
+        "figures": load_figures(study_dir),
+        "medians": medians_table(summary),
+        "problems": problems[["experiment", "tier", "point", "status", "reason"]].to_dict("records"),
+        "noisy": int(summary["noisy"].fillna(False).astype(bool).sum()),
+        "provenance": provenance,
+        "nodes": nodes,
+        "runs": int(results[["point", "tier", "experiment", "repetition"]].drop_duplicates().shape[0]),
+        "started": results["started_at"].min() if len(results) else "",
+        "finished": results["started_at"].max() if len(results) else "",
+    }
+
+
+def render(results_dir: Path, studies: list[str], titles: dict[str, str], extra=None) -> str:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"])
+    )
+    env.filters["size"] = lambda v: "–" if v in (None, "") else format_size(float(v))
+    env.filters["number"] = number
+    contexts = []
+    for study in studies:
+        context = study_context(results_dir, study)
+        context["title"] = titles.get(study, study)
+        contexts.append(context)
+    return env.get_template("report.html.j2").render(
+        studies=contexts, generated_at=utc_now(), version=__version__, extra=extra or {}
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--studies", nargs="+", required=True)
+    parser.add_argument("--titles", default="{}", help="study -> title, as JSON")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    html = render(Path(args.results_dir), args.studies, json.loads(args.titles))
+    Path(args.out).write_text(html)
+    print(f"wrote {args.out} ({len(html) // 1024} KiB)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""Run folders: the only place on a tier a benchmark may write.
+
+Every run writes under ``<tier path>/tierbench-<run id>/`` and a marker file
+in that folder says who made it. Clean-up removes a folder only when the marker
+is there, so a user's files next to it are never touched, also not by a re-run
+after a crash (``sweep_stale``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import uuid
+from pathlib import Path
+
+from .errors import PointFailed
+from .records import utc_now
+
+PREFIX = "tierbench-"
+MARKER = ".tierbench-run"
+
+
+def new_run_id(label: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+    return f"{safe}-{uuid.uuid4().hex[:8]}"
+
+
+def is_ours(folder: Path) -> bool:
+    return folder.name.startswith(PREFIX) and (folder / MARKER).is_file()
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes allocated under ``folder`` (what the run really occupies on the tier)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+
+class RunFolder:
+    """Context manager for ``<tier>/tierbench-<run id>/``; removes it on exit, also on error."""
+
+    def __init__(self, tier_path: str | os.PathLike, label: str, keep: bool = False):
+        self.tier_path = Path(tier_path)
+        self.path = self.tier_path / (PREFIX + new_run_id(label))
+        self.keep = keep
+
+    def __enter__(self) -> RunFolder:
+        if not self.tier_path.is_dir():
+            raise PointFailed(f"tier path {self.tier_path} is not a directory")
+        self.path.mkdir()
+        marker = {"created_at": utc_now(), "host": socket.gethostname(), "pid": os.getpid()}
+        (self.path / MARKER).write_text(json.dumps(marker) + "\n")
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if not self.keep:
+            remove_run_folder(self.path)
+
+    def ensure_space(self, needed: int, max_bytes: int | None) -> None:
+        """Stop before writing when the point would exceed the tier's cap or its free space."""
+        if max_bytes is not None and needed > max_bytes:
+            raise PointFailed(
+                f"point would write {needed} bytes, more than the tier's max_bytes ({max_bytes})"
+            )
+        available = free_bytes(self.path)
+        if needed > available:
+            raise PointFailed(
+                f"point needs {needed} bytes but {self.tier_path} has {available} bytes free"
+            )
+
+
+def remove_run_folder(folder: Path) -> bool:
+    """Remove a run folder if, and only if, it carries our marker."""
+    folder = Path(folder)
+    if not is_ours(folder):
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
+
+
+def sweep_stale(tier_path: str | os.PathLike) -> list[Path]:
+    """Remove run folders left by killed runs on this host; returns what was removed.
+
+    Only folders with our marker and made on this host by a process that no
+    longer exists are removed: a run still going (or on another node of a
+    shared file system) keeps its folder.
+    """
+    removed = []
+    root = Path(tier_path)
+    if not root.is_dir():
+        return removed
+    for folder in root.glob(PREFIX + "*"):
+        if not is_ours(folder):
+            continue
+        try:
+            marker = json.loads((folder / MARKER).read_text())
+        except (OSError, ValueError):
+            continue
+        if marker.get("host") != socket.gethostname():
+            continue
+        if _alive(int(marker.get("pid", -1))):
+            continue
+        if remove_run_folder(folder):
+            removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,195 @@
+"""fio: the flexible I/O tester, one job file per point.
+
+Job files are rendered from ``workflow/templates/fio.job.j2``. The three I/O
+modes say what reaches the device: ``buffered`` goes through the page cache,
+``direct`` opens with O_DIRECT, ``fsync`` calls fsync after every write (the
+worst case of document 000). Read points read a file written and fsync'd
+beforehand whose pages are then dropped from the page cache, so a buffered
+read on a disk measures the disk, not RAM.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from ..errors import PointFailed, PointNotApplicable, PointSkipped
+from ..records import metric
+from ..runner import Job, main
+from ..units import parse_size
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+READS = ("read", "randread")
+IO_MODE_TEXT = {
+    "buffered": "buffered I/O through the page cache (no fsync)",
+    "direct": "direct I/O (O_DIRECT), bypassing the page cache",
+    "fsync": "buffered I/O with fsync after every write",
+}
+PERCENTILES = {"p50": "50.000000", "p99": "99.000000"}
+
+
+def check_params(params: dict) -> None:
+    block = parse_size(params["block_size"])
+    size = parse_size(params["size"])
+    if block <= 0 or size <= 0:
+        raise ValueError("block_size and size must be positive")
+    if block > size:
+        raise ValueError(
+            f"block_size {params['block_size']} is larger than the file size {params['size']}"
+        )
+    if "io_size" in params and parse_size(params["io_size"]) < block:
+        raise ValueError(f"io_size {params['io_size']} is smaller than one block")
+
+
+def planned_bytes(params: dict) -> int:
+    """fio lays out one file of ``size`` bytes (per job when numjobs > 1 shares it)."""
+    return parse_size(params["size"])
+
+
+def render_job(params: dict, filename: str, names: dict) -> str:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    mode = params["io_mode"]
+    return env.get_template("fio.job.j2").render(
+        ioengine=params.get("ioengine", "libaio"),
+        filename=filename,
+        rw=params["rw"],
+        block_size=parse_size(params["block_size"]),
+        size=parse_size(params["size"]),
+        io_size=parse_size(params["io_size"]) if params.get("io_size") else None,
+        iodepth=params.get("iodepth", 1),
+        numjobs=params.get("numjobs", 1),
+        runtime=params["runtime"],
+        ramp_time=params.get("ramp_time", 0),
+        direct=1 if mode == "direct" else 0,
+        fsync=1 if mode == "fsync" else 0,
+        io_mode_text=IO_MODE_TEXT[mode],
+        **names,
+    )
+
+
+def parse_fio_json(text: str) -> list[dict]:
+    """Metrics of the first (group-reported) job of fio's ``--output-format=json``."""
+    try:
+        data = json.loads(_strip_preamble(text))
+        job = data["jobs"][0]
+    except (ValueError, KeyError, IndexError, TypeError) as error:
+        raise PointFailed(f"fio output is not the JSON expected: {error}") from None
+    if not isinstance(job, dict):
+        raise PointFailed("fio output is not the JSON expected: job is not an object")
+    if job.get("error"):
+        written = (job.get("write") or {}).get("io_bytes", 0)
+        raise PointFailed(
+            f"fio job failed: {os.strerror(job['error'])} (errno {job['error']}) "
+            f"after writing {written} B"
+        )
+    metrics = []
+    for direction in ("read", "write"):
+        stats = job.get(direction)
+        if not isinstance(stats, dict) or not stats.get("io_bytes"):
+            continue
+        try:
+            metrics += _direction_metrics(direction, stats)
+        except (KeyError, TypeError, ValueError) as error:
+            raise PointFailed(f"fio {direction} statistics are incomplete: {error}") from None
+    sync = job.get("sync")
+    if isinstance(sync, dict) and sync.get("total_ios"):
+        percentiles = (sync.get("lat_ns") or {}).get("percentile") or {}
+        for label, key in PERCENTILES.items():
+            if key in percentiles:
+                metrics.append(metric(f"fsync_lat_{label}", percentiles[key] / 1000, "us"))
+    if not metrics:
+        raise PointFailed("fio moved no data")
+    return metrics
+
+
+def _direction_metrics(direction: str, stats: dict) -> list[dict]:
+    found = [
+        metric(f"{direction}_bandwidth", stats["bw_bytes"] / 1e6, "MB/s"),
+        metric(f"{direction}_iops", stats["iops"], "IO/s"),
+        metric(f"{direction}_bytes", stats["io_bytes"], "B"),
+        metric(f"{direction}_clat_mean", stats["clat_ns"]["mean"] / 1000, "us"),
+    ]
+    percentiles = stats["clat_ns"].get("percentile") or {}
+    for label, key in PERCENTILES.items():
+        if key in percentiles:
+            found.append(metric(f"{direction}_clat_{label}", percentiles[key] / 1000, "us"))
+    return found
+
+
+def _strip_preamble(text: str) -> str:
+    """fio may print notes (e.g. 'fio: ...') before the JSON object."""
+    start = text.find("{")
+    return text[start:] if start >= 0 else text
+
+
+def refuses_o_direct(folder: Path) -> str | None:
+    """Why this file system refuses O_DIRECT, or None if it accepts it."""
+    probe = folder / ".o_direct_probe"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
+    except OSError as error:
+        if error.errno == errno.EINVAL:
+            return f"the file system refuses O_DIRECT ({os.strerror(error.errno)})"
+        raise
+    os.close(fd)
+    probe.unlink()
+    return None
+
+
+def prepare_read_file(path: Path, size: int, job: Job) -> None:
+    """Write the file to be read, fsync it, and drop its pages from the page cache."""
+    chunk = b"\xa5" * (1 << 20)
+    job.log(f"writing {size} B read file")
+    with open(path, "wb") as handle:
+        left = size
+        while left > 0:
+            left -= handle.write(chunk[: min(left, len(chunk))])
+        handle.flush()
+        os.fsync(handle.fileno())
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def run(job: Job) -> list[dict]:
+    params, spec = job.params, job.spec
+    if shutil.which("fio") is None:
+        raise PointSkipped("fio is not installed")
+    folder = job.folder.path
+    size = parse_size(params["size"])
+    job.folder.ensure_space(size, job.max_bytes)
+    if params["io_mode"] == "direct":
+        reason = refuses_o_direct(folder)
+        if reason:
+            raise PointNotApplicable(f"direct I/O on {spec['tier']}: {reason}")
+    data_file = folder / "fio-tempfile.dat"
+    if params["rw"] in READS:
+        prepare_read_file(data_file, size, job)
+    names = {"experiment": spec["experiment"], "point": spec["point"], "tier": spec["tier"]}
+    job_text = render_job(params, str(data_file), names)
+    job.extra["fio_job"] = job_text
+    job_file = folder / "job.fio"
+    job_file.write_text(job_text)
+    output = folder / "fio.json"
+    command = ["fio", "--output-format=json", f"--output={output}", "--eta=always", "--eta-newline=2", job_file]
+    job.log("running " + " ".join(map(str, command)))
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job.log(done.stdout.strip() or "(fio printed nothing)")
+    text = output.read_text() if output.exists() else ""
+    metrics = parse_fio_json(text)  # raises with fio's own error when the job failed
+    if done.returncode != 0:
+        raise PointFailed(f"fio exited with {done.returncode}: {done.stdout.strip()[-300:]}")
+    return metrics
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))
