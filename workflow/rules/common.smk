@@ -172,3 +172,20 @@ def report_inputs(studies):
 
 def study_title(study):
     return STUDIES[study].get("title", study)
+
+
+def point_resource(workload, name, default=1):
+    """Input function: a job resource computed by the workload from its point.
+
+    A workload module may define e.g. ``threads(params)`` or ``tasks(params)``;
+    without it every job gets ``default``.
+    """
+    import importlib
+
+    module = importlib.import_module(f"tierbench.workloads.{workload}")
+
+    def resource(wildcards):
+        estimate = getattr(module, name, None)
+        return int(estimate(point_of(wildcards, workload).params)) if estimate else default
+
+    return resource
