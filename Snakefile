@@ -5,7 +5,6 @@ are included, and `all` builds the report of the configured study
 (`paper` builds the five document studies and their report).
 """
 
-
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -27,6 +26,6 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         "results/report.html",
-    default_target: True

@@ -4,13 +4,20 @@ import errno
 
 import pytest
 from conftest import fixture_text
-from tierbench.errors import PointFailed, PointNotApplicable
+from tierbench.errors import PointFailed
 from tierbench.runner import run_job
 from tierbench.workloads import fio
 
 WORST = {
-    "rw": "randrw", "block_size": "4k", "io_mode": "fsync", "size": "8MiB",
-    "io_size": "16MiB", "runtime": 2, "ramp_time": 0, "iodepth": 1, "numjobs": 1,
+    "rw": "randrw",
+    "block_size": "4k",
+    "io_mode": "fsync",
+    "size": "8MiB",
+    "io_size": "16MiB",
+    "runtime": 2,
+    "ramp_time": 0,
+    "iodepth": 1,
+    "numjobs": 1,
 }
 
 
@@ -20,8 +27,13 @@ def by_name(metrics):
 
 def test_worst_case_fixture_has_read_write_and_fsync():
     metrics = by_name(fio.parse_fio_json(fixture_text("fio_randrw_fsync_shm.json")))
-    for name in ("read_bandwidth", "write_bandwidth", "read_iops", "write_clat_p99",
-                 "fsync_lat_p50"):
+    for name in (
+        "read_bandwidth",
+        "write_bandwidth",
+        "read_iops",
+        "write_clat_p99",
+        "fsync_lat_p50",
+    ):
         assert metrics[name]["value"] > 0, name
     assert metrics["read_bandwidth"]["unit"] == "MB/s"
     assert metrics["write_clat_p50"]["unit"] == "us"
@@ -46,8 +58,17 @@ def test_enospc_fixture_is_a_readable_failure():
         fio.parse_fio_json(fixture_text("fio_write_enospc_tmpfs.json"))
 
 
-@pytest.mark.parametrize("text", ["", "not json", "{}", '{"jobs": []}', '{"jobs": [1]}',
-                                  '{"jobs": [{"read": {"io_bytes": 5}}]}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "not json",
+        "{}",
+        '{"jobs": []}',
+        '{"jobs": [1]}',
+        '{"jobs": [{"read": {"io_bytes": 5}}]}',
+    ],
+)
 def test_garbage_is_a_clear_failure(text):
     with pytest.raises(PointFailed):
         fio.parse_fio_json(text)
@@ -59,13 +80,17 @@ def test_preamble_before_json_is_ignored():
 
 
 def test_rendered_job_states_the_mode():
-    job = fio.render_job(WORST, "/x/file", {"experiment": "worst_case", "point": "single",
-                                            "tier": "shm"})
+    job = fio.render_job(
+        WORST, "/x/file", {"experiment": "worst_case", "point": "single", "tier": "shm"}
+    )
     assert "rw=randrw" in job and "bs=4096" in job and "fsync=1" in job and "direct=0" in job
     assert "size=8388608" in job and "io_size=16777216" in job and "fsync after every write" in job
     sequential = {k: v for k, v in WORST.items() if k != "io_size"}
-    direct = fio.render_job({**sequential, "io_mode": "direct", "rw": "write"}, "/x/f",
-                            {"experiment": "seq", "point": "p", "tier": "disk"})
+    direct = fio.render_job(
+        {**sequential, "io_mode": "direct", "rw": "write"},
+        "/x/f",
+        {"experiment": "seq", "point": "p", "tier": "disk"},
+    )
     assert "direct=1" in direct and "fsync=0" in direct and "io_size" not in direct
 
 
@@ -76,9 +101,17 @@ def test_check_params_rejects_block_larger_than_file():
 
 def spec(tmp_path, **params):
     return {
-        "study": "t", "experiment": "worst_case", "workload": "fio", "tier": "scratch",
-        "tier_path": str(tmp_path), "tier_class": "disk", "max_bytes": None, "point": "single",
-        "params": {**WORST, **params}, "repetition": 1, "phase": "measured",
+        "study": "t",
+        "experiment": "worst_case",
+        "workload": "fio",
+        "tier": "scratch",
+        "tier_path": str(tmp_path),
+        "tier_class": "disk",
+        "max_bytes": None,
+        "point": "single",
+        "params": {**WORST, **params},
+        "repetition": 1,
+        "phase": "measured",
     }
 
 

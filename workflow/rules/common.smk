@@ -31,7 +31,13 @@ from tierbench import matrix  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
 
 BASE = Path(workflow.basedir)
-PAPER_STUDIES = ["fe_tmpfs", "cfd_dcpmm", "ramdisk_macos", "tmpfs_advent", "eagle_local"]
+PAPER_STUDIES = [
+    "fe_tmpfs",
+    "cfd_dcpmm",
+    "ramdisk_macos",
+    "tmpfs_advent",
+    "eagle_local",
+]
 RAW = "results/{study}/raw/{workload}/{experiment}/{tier}/{point}/rep{rep}.json"
 #: workload -> the notebook (figure family) that plots it
 FIGURE_FAMILY = {
@@ -104,7 +110,13 @@ def study_families(study):
 
 
 def point_of(wildcards, workload):
-    key = (wildcards.study, workload, wildcards.experiment, wildcards.tier, wildcards.point)
+    key = (
+        wildcards.study,
+        workload,
+        wildcards.experiment,
+        wildcards.tier,
+        wildcards.point,
+    )
     if key not in POINTS:
         raise WorkflowError(f"no such point in the configuration: {'/'.join(key)}")
     return POINTS[key]
@@ -135,7 +147,9 @@ def benchmark_inputs(workload):
     def inputs(wildcards):
         needed = {"preflight": f"results/{wildcards.study}/preflight.json"}
         if int(wildcards.rep) > 0 and STUDIES[wildcards.study].get("warmup", True):
-            needed["warmup"] = RAW.format(**{**dict(wildcards.items()), "workload": workload, "rep": 0})
+            needed["warmup"] = RAW.format(
+                **{**dict(wildcards.items()), "workload": workload, "rep": 0}
+            )
         return needed
 
     return inputs
@@ -150,7 +164,8 @@ def preflight_spec(wildcards):
             "study": wildcards.study,
             "tiers": tiers,
             "points": [
-                {"workload": p.workload, "tier": p.tier, "params": p.params} for p in points
+                {"workload": p.workload, "tier": p.tier, "params": p.params}
+                for p in points
             ],
             "safety_factor": config.get("safety_factor", 1.2),
         },
@@ -165,7 +180,9 @@ def report_inputs(studies):
         "results": [f"results/{s}/results.csv" for s in studies],
         "provenance": [f"results/{s}/provenance/tiers.json" for s in studies],
         "figures": [
-            f"results/{s}/figures/{family}" for s in studies for family in study_families(s)
+            f"results/{s}/figures/{family}"
+            for s in studies
+            for family in study_families(s)
         ],
     }
 
@@ -182,10 +199,12 @@ def point_resource(workload, name, default=1):
     """
     import importlib
 
-    module = importlib.import_module(f"tierbench.workloads.{workload}")
+    workload_module = importlib.import_module(f"tierbench.workloads.{workload}")
 
     def resource(wildcards):
-        estimate = getattr(module, name, None)
-        return int(estimate(point_of(wildcards, workload).params)) if estimate else default
+        estimate = getattr(workload_module, name, None)
+        return (
+            int(estimate(point_of(wildcards, workload).params)) if estimate else default
+        )
 
     return resource

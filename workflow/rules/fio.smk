@@ -7,13 +7,13 @@ rule fio:
         unpack(benchmark_inputs("fio")),
     output:
         "results/{study}/raw/fio/{experiment}/{tier}/{point}/rep{rep}.json",
-    params:
-        spec=run_spec("fio"),
     log:
         "results/{study}/logs/fio/{experiment}/{tier}/{point}/rep{rep}.log",
-    resources:
-        bench=1,
     conda:
         "../../envs/fio.yaml"
+    resources:
+        bench=1,
+    params:
+        spec=run_spec("fio"),
     shell:
         "python -m tierbench.workloads.fio --spec {params.spec:q} --out {output} 2> {log}"

@@ -5,12 +5,12 @@ rule preflight:
     """Tier paths, free space and tools for a study; one message per problem."""
     output:
         "results/{study}/preflight.json",
-    params:
-        spec=preflight_spec,
     log:
         "results/{study}/logs/preflight.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        spec=preflight_spec,
     shell:
         "python -m tierbench.preflight --spec {params.spec:q} --out {output} 2> {log}"
 
@@ -21,13 +21,13 @@ rule probe:
         "results/{study}/preflight.json",
     output:
         "results/{study}/provenance/tiers.json",
-    params:
-        tiers=lambda wildcards: json.dumps(
-            {name: TIERS[name] for name in study_tiers(wildcards.study)}
-        ),
     log:
         "results/{study}/logs/probe.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        tiers=lambda wildcards: json.dumps(
+            {name: TIERS[name] for name in study_tiers(wildcards.study)}
+        ),
     shell:
         "python -m tierbench.probe --tiers {params.tiers:q} --out {output} 2> {log}"

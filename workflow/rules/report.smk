@@ -13,12 +13,12 @@ rule aggregate:
             caption="../report/results.rst",
         ),
         summary="results/{study}/summary.csv",
-    params:
-        noise=config.get("noise_threshold", 0.25),
     log:
         "results/{study}/logs/aggregate.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        noise=config.get("noise_threshold", 0.25),
     shell:
         "python -m tierbench.aggregate --results {output.results} --summary {output.summary}"
         " --noise-threshold {params.noise} {input} 2> {log}"
@@ -55,12 +55,12 @@ rule report:
         **report_inputs([ACTIVE_STUDY]),
     output:
         "results/report.html",
-    params:
-        studies=ACTIVE_STUDY,
     log:
         "results/logs/report.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        studies=ACTIVE_STUDY,
     shell:
         "python -m tierbench.report --results-dir results --studies {params.studies}"
         " --out {output} 2> {log}"

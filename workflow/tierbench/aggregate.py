@@ -25,7 +25,9 @@ BOOTSTRAP_SAMPLES = 2000
 
 
 def _scalar(value):
-    return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+    return (
+        value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+    )
 
 
 def tidy_rows(record: dict) -> list[dict]:
@@ -92,8 +94,13 @@ def summarise(frame: pd.DataFrame, noise_threshold: float) -> pd.DataFrame:
         if measured.empty and not problems.empty:
             reasons = sorted(set(problems["reason"].astype(str)))
             out.append(
-                {**base, "metric": "status", "status": problems.iloc[0]["status"],
-                 "reason": "; ".join(reasons), "n": 0}
+                {
+                    **base,
+                    "metric": "status",
+                    "status": problems.iloc[0]["status"],
+                    "reason": "; ".join(reasons),
+                    "n": 0,
+                }
             )
             continue
         for (name, unit), values in measured.groupby(["metric", "unit"], sort=True):
@@ -103,17 +110,45 @@ def summarise(frame: pd.DataFrame, noise_threshold: float) -> pd.DataFrame:
             low, high = bootstrap_ci(data)
             warm = group[(group["phase"] == "warmup") & (group["metric"] == name)]["value"]
             out.append(
-                {**base, "metric": name, "unit": unit, "status": OK,
-                 "reason": "" if problems.empty else "some repetitions failed",
-                 "n": len(data), "median": median, "mean": float(data.mean()),
-                 "min": float(data.min()), "max": float(data.max()),
-                 "ci_low": low, "ci_high": high, "rel_spread": spread,
-                 "noisy": bool(len(data) > 1 and spread > noise_threshold),
-                 "warmup": float(warm.iloc[0]) if len(warm) else np.nan}
+                {
+                    **base,
+                    "metric": name,
+                    "unit": unit,
+                    "status": OK,
+                    "reason": "" if problems.empty else "some repetitions failed",
+                    "n": len(data),
+                    "median": median,
+                    "mean": float(data.mean()),
+                    "min": float(data.min()),
+                    "max": float(data.max()),
+                    "ci_low": low,
+                    "ci_high": high,
+                    "rel_spread": spread,
+                    "noisy": bool(len(data) > 1 and spread > noise_threshold),
+                    "warmup": float(warm.iloc[0]) if len(warm) else np.nan,
+                }
             )
-    columns = POINT_KEYS + ["host"] + params + [
-        "metric", "unit", "status", "reason", "n", "median", "mean", "min", "max",
-        "ci_low", "ci_high", "rel_spread", "noisy", "warmup"]
+    columns = (
+        POINT_KEYS
+        + ["host"]
+        + params
+        + [
+            "metric",
+            "unit",
+            "status",
+            "reason",
+            "n",
+            "median",
+            "mean",
+            "min",
+            "max",
+            "ci_low",
+            "ci_high",
+            "rel_spread",
+            "noisy",
+            "warmup",
+        ]
+    )
     return pd.DataFrame(out, columns=columns)
 
 

@@ -46,9 +46,13 @@ def with_bytes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 def errorbars(ax, frame: pd.DataFrame, x: str, y: str = "median") -> None:
     """Min-max bars of the measured repetitions."""
     ax.errorbar(
-        frame[x], frame[y],
+        frame[x],
+        frame[y],
         yerr=[frame[y] - frame["min"], frame["max"] - frame[y]],
-        fmt="none", ecolor="0.3", elinewidth=1, capsize=3,
+        fmt="none",
+        ecolor="0.3",
+        elinewidth=1,
+        capsize=3,
     )
 
 
@@ -62,8 +66,15 @@ def save(fig, out_dir: str, name: str, title: str, caption: str) -> None:
     manifest_path = out / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else []
     manifest = [entry for entry in manifest if entry["name"] != name]
-    manifest.append({"name": name, "png": f"{name}.png", "svg": f"{name}.svg",
-                     "title": title, "caption": caption})
+    manifest.append(
+        {
+            "name": name,
+            "png": f"{name}.png",
+            "svg": f"{name}.svg",
+            "title": title,
+            "caption": caption,
+        }
+    )
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
 
 

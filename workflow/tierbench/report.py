@@ -42,8 +42,11 @@ def load_figures(study_dir: Path) -> list[dict]:
         for entry in json.loads(manifest.read_text()):
             png = manifest.parent / entry["png"]
             figures.append(
-                {**entry, "family": manifest.parent.name,
-                 "data": base64.b64encode(png.read_bytes()).decode("ascii")}
+                {
+                    **entry,
+                    "family": manifest.parent.name,
+                    "data": base64.b64encode(png.read_bytes()).decode("ascii"),
+                }
             )
     return figures
 
@@ -53,12 +56,21 @@ def medians_table(summary: pd.DataFrame) -> list[dict]:
     rows = []
     for row in ok.itertuples():
         rows.append(
-            {"experiment": row.experiment, "tier": row.tier, "tier_class": row.tier_class,
-             "point": row.point, "metric": row.metric, "unit": row.unit,
-             "median": number(row.median), "range": f"{number(row.min)} – {number(row.max)}",
-             "ci": f"{number(row.ci_low)} – {number(row.ci_high)}", "n": int(row.n),
-             "noisy": bool(row.noisy), "spread": f"{100 * row.rel_spread:.0f}%",
-             "warmup": number(row.warmup)}
+            {
+                "experiment": row.experiment,
+                "tier": row.tier,
+                "tier_class": row.tier_class,
+                "point": row.point,
+                "metric": row.metric,
+                "unit": row.unit,
+                "median": number(row.median),
+                "range": f"{number(row.min)} – {number(row.max)}",
+                "ci": f"{number(row.ci_low)} – {number(row.ci_high)}",
+                "n": int(row.n),
+                "noisy": bool(row.noisy),
+                "spread": f"{100 * row.rel_spread:.0f}%",
+                "warmup": number(row.warmup),
+            }
         )
     return rows
 
@@ -78,11 +90,15 @@ def study_context(results_dir: Path, study: str) -> dict:
         "id": study,
         "figures": load_figures(study_dir),
         "medians": medians_table(summary),
-        "problems": problems[["experiment", "tier", "point", "status", "reason"]].to_dict("records"),
+        "problems": problems[["experiment", "tier", "point", "status", "reason"]].to_dict(
+            "records"
+        ),
         "noisy": int(summary["noisy"].fillna(False).astype(bool).sum()),
         "provenance": provenance,
         "nodes": nodes,
-        "runs": int(results[["point", "tier", "experiment", "repetition"]].drop_duplicates().shape[0]),
+        "runs": int(
+            results[["point", "tier", "experiment", "repetition"]].drop_duplicates().shape[0]
+        ),
         "started": results["started_at"].min() if len(results) else "",
         "finished": results["started_at"].max() if len(results) else "",
     }

@@ -180,7 +180,14 @@ def run(job: Job) -> list[dict]:
     job_file = folder / "job.fio"
     job_file.write_text(job_text)
     output = folder / "fio.json"
-    command = ["fio", "--output-format=json", f"--output={output}", "--eta=always", "--eta-newline=2", job_file]
+    command = [
+        "fio",
+        "--output-format=json",
+        f"--output={output}",
+        "--eta=always",
+        "--eta-newline=2",
+        job_file,
+    ]
     job.log("running " + " ".join(map(str, command)))
     done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     job.log(done.stdout.strip() or "(fio printed nothing)")
