@@ -1,0 +1,110 @@
+"""The default study end to end on the smoke preset, in a scratch copy of the pipeline."""
+
+import json
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import PIPELINE_FILES, REPO, snakemake_command
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e") / "tierbench"
+    root.mkdir()
+    for name in PIPELINE_FILES:
+        source = REPO / name
+        copy = shutil.copytree if source.is_dir() else shutil.copy2
+        copy(source, root / name)
+    before_shm = {p.name for p in Path("/dev/shm").iterdir()}
+    done = subprocess.run(
+        [*snakemake_command(), "-c2", "--config", "scale=smoke"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    return root, before_shm
+
+
+def test_results_csv_has_values_with_units(smoke_run):
+    root, _ = smoke_run
+    results = pd.read_csv(root / "results/default/results.csv")
+    ok = results[results["status"] == "ok"]
+    assert set(ok["tier"]) == {"shm", "disk"}
+    assert set(ok["experiment"]) == {"worst_case", "sequential"}
+    assert (ok["value"] > 0).all()
+    assert ok["unit"].notna().all() and (ok["unit"] != "").all()
+    assert set(ok["repetition"]) == {0, 1, 2, 3}
+    assert set(results.loc[results["repetition"] == 0, "phase"]) == {"warmup"}
+    bandwidth = ok[ok["metric"].str.endswith("_bandwidth")]
+    assert set(bandwidth["unit"]) == {"MB/s"}
+    # one row per run and metric: 18 points x 4 repetitions all present
+    runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
+    assert len(runs) == 18 * 4
+
+
+def test_summary_has_median_and_spread(smoke_run):
+    root, _ = smoke_run
+    summary = pd.read_csv(root / "results/default/summary.csv")
+    ok = summary[summary["status"] == "ok"]
+    assert (ok["n"] == 3).all()
+    assert ((ok["min"] <= ok["median"]) & (ok["median"] <= ok["max"])).all()
+    # the worst case on RAM beats the worst case on disk, measured in the same run
+    worst = ok[(ok["experiment"] == "worst_case") & (ok["metric"] == "write_bandwidth")]
+    by_tier = worst.set_index("tier")["median"]
+    assert by_tier["shm"] > by_tier["disk"]
+
+
+def test_report_embeds_every_figure(smoke_run):
+    root, _ = smoke_run
+    html = (root / "results/report.html").read_text()
+    manifests = list((root / "results/default/figures").glob("*/manifest.json"))
+    figures = [entry for m in manifests for entry in json.loads(m.read_text())]
+    assert {f["name"] for f in figures} >= {"fio_sequential", "fio_worst_case"}
+    embedded = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', html)
+    assert sorted(embedded) == sorted(f["title"] for f in figures)
+    for figure in figures:
+        assert figure["caption"] in html.replace("&#39;", "'").replace("&amp;", "&")
+        assert (manifests[0].parent / figure["svg"]).exists()
+    assert "Where it ran" in html and "fio-3" in html
+
+
+def test_provenance_and_logs(smoke_run):
+    root, _ = smoke_run
+    tiers = json.loads((root / "results/default/provenance/tiers.json").read_text())
+    assert set(tiers["tiers"]) == {"shm", "disk"}
+    assert tiers["tiers"]["shm"]["fs_type"] == "tmpfs"
+    assert tiers["tools"]["fio"] and tiers["host"]["cores"] >= 1
+    logs = list((root / "results/default/logs/fio").rglob("*.log"))
+    assert len(logs) == 18 * 4
+
+
+def test_nothing_left_on_the_tiers(smoke_run):
+    root, before_shm = smoke_run
+    assert list((root / "results/scratch").iterdir()) == []
+    leftovers = {p.name for p in Path("/dev/shm").iterdir()} - before_shm
+    assert not [name for name in leftovers if name.startswith("tierbench-")]
+
+
+def test_snakemake_report_zip(smoke_run):
+    root, _ = smoke_run
+    done = subprocess.run(
+        [*snakemake_command(), "--config", "scale=smoke", "--report", "report.zip"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with zipfile.ZipFile(root / "report.zip") as archive:
+        names = archive.namelist()
+    assert any(name.endswith("fio_worst_case.png") for name in names)
+    assert any(name.endswith("results.csv") for name in names)

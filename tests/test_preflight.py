@@ -1,0 +1,95 @@
+"""Preflight: every problem with tiers and tools is listed before any benchmark runs."""
+
+import os
+
+import pytest
+from tierbench import preflight
+
+POINT = {"workload": "fio", "params": {"size": "1MiB"}}
+
+
+def spec(tiers, points=None, safety=1.2):
+    points = points or [{**POINT, "tier": name} for name in tiers]
+    return {"study": "t", "tiers": tiers, "points": points, "safety_factor": safety}
+
+
+def test_ok_tier_and_missing_folder_is_created(tmp_path):
+    target = tmp_path / "scratch" / "deeper"
+    result = preflight.run_preflight(spec({"disk": {"path": str(target), "class": "disk"}}))
+    assert result["ok"], result["problems"]
+    assert target.is_dir()
+    assert result["planned_bytes_per_tier"]["disk"] == 1024 * 1024
+
+
+def test_path_that_is_a_file(tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    result = preflight.run_preflight(spec({"disk": {"path": str(afile), "class": "disk"}}))
+    assert not result["ok"]
+    assert any("tier disk" in p and "not a directory" in p for p in result["problems"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_read_only_folder(tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        result = preflight.run_preflight(spec({"ro": {"path": str(tmp_path), "class": "disk"}}))
+    finally:
+        tmp_path.chmod(0o700)
+    assert any("cannot write" in p for p in result["problems"])
+
+
+def test_too_little_space_names_tier_and_sizes(tmp_path):
+    huge = {"workload": "fio", "tier": "disk", "params": {"size": "1000TiB"}}
+    result = preflight.run_preflight(
+        spec({"disk": {"path": str(tmp_path), "class": "disk"}}, points=[huge])
+    )
+    assert not result["ok"]
+    (problem,) = result["problems"]
+    assert "tier disk" in problem and "1000 TiB" in problem and "free" in problem
+
+
+def test_class_mismatch_is_a_warning(tmp_path):
+    result = preflight.run_preflight(spec({"fast": {"path": str(tmp_path), "class": "tmpfs"}}))
+    if result["ok"] and "tmpfs" not in str(result["warnings"]):
+        pytest.skip("tmp_path is itself on tmpfs here")
+    assert any("class tmpfs expects tmpfs" in w for w in result["warnings"])
+
+
+def test_cap_smaller_than_a_point_is_a_warning(tmp_path):
+    tiers = {"disk": {"path": str(tmp_path), "class": "disk", "max_bytes": 1024}}
+    result = preflight.run_preflight(spec(tiers))
+    assert result["ok"] and any("max_bytes" in w for w in result["warnings"])
+
+
+def test_missing_tool_gives_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(preflight.shutil, "which", lambda tool: None)
+    result = preflight.run_preflight(spec({"disk": {"path": str(tmp_path), "class": "disk"}}))
+    assert any(
+        "fio is not installed" in p and "apt-get install -y fio" in p for p in result["problems"]
+    )
+
+
+def test_main_exits_nonzero_with_one_line_per_problem(tmp_path, capsys):
+    afile = tmp_path / "f"
+    afile.write_text("")
+    import json
+
+    code = preflight.main(
+        [
+            "--spec",
+            json.dumps(
+                spec(
+                    {
+                        "a": {"path": str(afile), "class": "disk"},
+                        "b": {"path": "/proc/nope/x", "class": "disk"},
+                    }
+                )
+            ),
+            "--out",
+            str(tmp_path / "out.json"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "tier a" in err and "tier b" in err
+    assert not (tmp_path / "out.json").exists()
