@@ -108,3 +108,18 @@ def test_run_spec_is_json_with_phase():
     spec = json.loads(matrix.run_spec(point, tiers()[point.tier], 0))
     assert spec["phase"] == "warmup" and spec["tier_path"] and spec["params"]["rw"] == "randrw"
     assert json.loads(matrix.run_spec(point, tiers()[point.tier], 2))["phase"] == "measured"
+
+
+def test_all_inside_a_list_adds_every_file_tier():
+    experiment = {"name": "pipe", "tiers": ["void", "all"]}
+    assert matrix.experiment_tiers(experiment, tiers()) == ["void", "shm", "disk"]
+
+
+def test_tier_paths_expand_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCRATCH", str(tmp_path))
+    config = copy.deepcopy(CONFIG)
+    config["tiers"] = {"scratch": {"path": "$SCRATCH/tb", "class": "lustre"}}
+    assert tiers(config)["scratch"]["path"] == str(tmp_path / "tb")
+    config["tiers"] = {"scratch": {"path": "$NO_SUCH_VARIABLE_XYZ/tb", "class": "lustre"}}
+    with pytest.raises(ConfigError, match="NO_SUCH_VARIABLE_XYZ"):
+        tiers(config)

@@ -91,7 +91,10 @@ def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -
     resolved = {}
     for name, spec in tiers.items():
         spec = dict(spec)
-        spec["path"] = os.path.normpath(os.path.join(workdir, os.path.expanduser(spec["path"])))
+        path = os.path.expanduser(os.path.expandvars(spec["path"]))
+        if "$" in path:
+            raise ConfigError(f"tiers.{name}.path: {spec['path']} names an unset variable")
+        spec["path"] = os.path.normpath(os.path.join(workdir, path))
         spec["max_bytes"] = parse_size(spec["max_bytes"]) if "max_bytes" in spec else None
         resolved[name] = spec
     paths = {}
@@ -138,9 +141,16 @@ def experiment_params(experiment: dict, scale: str) -> dict:
 
 
 def experiment_tiers(experiment: dict, tiers: dict) -> list[str]:
+    """Tier names of an experiment; ``all`` (alone or in a list) is every tier but the void.
+
+    Studies name ``all`` rather than this machine's tier names, so the same
+    study file runs on any hardware file.
+    """
     chosen = experiment.get("tiers", "all")
-    if chosen == "all":
-        return [name for name, spec in tiers.items() if spec["class"] != VOID]
+    chosen = [chosen] if isinstance(chosen, str) else list(chosen)
+    every = [name for name, spec in tiers.items() if spec["class"] != VOID]
+    chosen = [name for item in chosen for name in (every if item == "all" else [item])]
+    chosen = list(dict.fromkeys(chosen))
     missing = [name for name in chosen if name not in tiers]
     if missing:
         raise ConfigError(
