@@ -1,0 +1,43 @@
+"""Every hardware file validates and resolves into tiers, with no code change."""
+
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from tierbench import matrix
+
+FILES = sorted((REPO / "config/hardware").glob("*.yaml"))
+
+
+def test_there_are_files_for_the_documents():
+    names = {path.stem for path in FILES}
+    assert {
+        "workstation_2018",
+        "nextgenio",
+        "eagle_sata",
+        "eagle_ssd",
+        "macbook_2012",
+        "laptop_lpddr5",
+        "workstation",
+    } <= names
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_hardware_file_validates_and_resolves(path: Path, monkeypatch):
+    monkeypatch.setenv("USER", "someone")
+    monkeypatch.setenv("HOME", "/home/someone")
+    hardware = matrix.load_hardware(path.stem, REPO / "config/hardware")
+    assert hardware["name"] == path.stem
+    config = {"tiers": {}, "hardware": path.stem}
+    tiers = matrix.resolve_tiers(config, REPO / "config/hardware", "/work")
+    assert set(tiers) == set(hardware["tiers"]) | {"void"}
+    assert all(Path(spec["path"]).is_absolute() for spec in tiers.values())
+
+
+def test_a_bad_hardware_file_names_the_key(tmp_path):
+    (tmp_path / "broken.yaml").write_text(
+        "name: broken\ncores: many\nmemory: 1GiB\ntiers: {a: {path: /x, class: floppy}}\n"
+    )
+    with pytest.raises(matrix.ConfigError) as error:
+        matrix.load_hardware("broken", tmp_path)
+    assert "cores" in str(error.value) and "floppy" in str(error.value)
