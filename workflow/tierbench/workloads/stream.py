@@ -1,0 +1,243 @@
+"""STREAM: the memory bandwidth a RAM-backed tier can at best reach.
+
+``csrc/stream.c`` (STREAM 5.10's kernels with the array size given at run
+time) is compiled with ``gcc -O3 -fopenmp`` into a scratch folder of the job
+(never into the repository) and run with ``OMP_NUM_THREADS`` from the config.
+Each array holds at least ``llc_factor`` (4, STREAM's rule) times the sum of
+the machine's last-level caches, so the kernels stream from memory, not
+cache; ``max_array_size`` caps it. A point whose cap is below the rule fails
+with the reason instead of reporting a cache bandwidth as memory bandwidth.
+
+STREAM measures memory, not a tier: experiments use the ``void`` tier, so a
+point runs once per host and writes nothing to any tier.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import PointFailed, PointSkipped
+from ..records import metric
+from ..runner import Job, main
+from ..units import format_size, parse_size
+
+SOURCE = Path(__file__).resolve().parent / "csrc" / "stream.c"
+ELEMENT_BYTES = 8
+ARRAYS = 3
+#: kernel -> arrays each iteration moves, as STREAM counts bytes
+KERNEL_ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
+CFLAGS = ["-O3", "-fopenmp"]
+SYS_CPU = "/sys/devices/system/cpu"
+_ROW = re.compile(
+    r"^(Copy|Scale|Add|Triad):\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", re.M
+)
+
+
+def kernel_bytes(kernel: str, elements: int) -> int:
+    """Bytes one iteration of a kernel moves, as STREAM counts them (no write-allocate)."""
+    return KERNEL_ARRAYS[kernel] * ELEMENT_BYTES * elements
+
+
+def threads(params: dict) -> int:
+    return int(params.get("threads", 1))
+
+
+def planned_bytes(params: dict) -> int:
+    """STREAM writes nothing to a tier; its arrays live in memory."""
+    return 0
+
+
+def check_params(params: dict) -> None:
+    if params.get("llc_factor", 4) < 1:
+        raise ValueError("llc_factor must be at least 1")
+    if "max_array_size" in params and parse_size(params["max_array_size"]) < ELEMENT_BYTES:
+        raise ValueError("max_array_size must hold at least one element")
+    if int(params.get("ntimes", 10)) < 2:
+        raise ValueError("ntimes must be at least 2 (the first iteration is not counted)")
+    if params.get("array_size") and params.get("max_array_size"):
+        array_elements(params, 0)  # an explicit size above the cap is a config error
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def last_level_cache(sys_cpu: str | os.PathLike = SYS_CPU) -> tuple[int, int]:
+    """(bytes of one last-level cache, bytes of all of them) read from sysfs.
+
+    The last level is the highest ``level`` among data/unified caches of
+    cpu0; how many distinct instances exist is counted from the
+    ``shared_cpu_list`` of that level on every CPU. Returns (0, 0) when sysfs
+    says nothing (some containers).
+    """
+    root = Path(sys_cpu)
+    per_cpu: dict[str, tuple[int, int, str]] = {}
+    for cpu in sorted(root.glob("cpu[0-9]*")):
+        best = None
+        for index in sorted(cpu.glob("cache/index[0-9]*")):
+            if _read(index / "type") not in ("Data", "Unified"):
+                continue
+            level, size = _read(index / "level"), _read(index / "size")
+            if not level or not size:
+                continue
+            entry = (int(level), parse_size(size), _read(index / "shared_cpu_list") or cpu.name)
+            if best is None or entry[0] > best[0]:
+                best = entry
+        if best:
+            per_cpu[cpu.name] = best
+    if "cpu0" not in per_cpu:
+        return 0, 0
+    level, one, _ = per_cpu["cpu0"]
+    instances = {(lvl, shared): size for lvl, size, shared in per_cpu.values() if lvl == level}
+    return one, sum(instances.values())
+
+
+def array_elements(params: dict, llc_total: int) -> int:
+    """Elements per array: ``array_size`` if given, else llc_factor x all LLCs.
+
+    Raises ValueError when the result is below the rule or above the cap.
+    """
+    factor = float(params.get("llc_factor", 4))
+    needed = int(-(-factor * llc_total // ELEMENT_BYTES))  # ceil
+    explicit = params.get("array_size")
+    elements = int(explicit) if explicit else max(needed, 1)
+    cap = params.get("max_array_size")
+    if cap is not None and elements * ELEMENT_BYTES > parse_size(cap):
+        if explicit:
+            raise ValueError(
+                f"array_size {elements} ({format_size(elements * ELEMENT_BYTES)} per array) "
+                f"is above max_array_size {cap}"
+            )
+        raise ValueError(
+            f"STREAM needs arrays of {format_size(needed * ELEMENT_BYTES)} "
+            f"({factor:g} x the {format_size(llc_total)} of last-level cache) but "
+            f"max_array_size is {cap}: the kernels would run from cache; raise max_array_size"
+        )
+    if elements < needed:
+        raise ValueError(
+            f"array_size {elements} ({format_size(elements * ELEMENT_BYTES)} per array) is below "
+            f"{factor:g} x the {format_size(llc_total)} of last-level cache: "
+            "the kernels would run from cache"
+        )
+    return elements
+
+
+def parse_stream(text: str) -> dict:
+    """Rates and times of STREAM's summary table, threads and the validation verdict."""
+    kernels = {}
+    for name, rate, avg, low, high in _ROW.findall(text):
+        kernels[name.lower()] = {
+            "rate": float(rate),
+            "avg": float(avg),
+            "min": float(low),
+            "max": float(high),
+        }
+    if set(kernels) != set(KERNEL_ARRAYS):
+        raise PointFailed(
+            "STREAM output lacks the table of the four kernels: " + text.strip()[-300:]
+        )
+    size = re.search(r"Array size = (\d+)", text)
+    counted = re.search(r"Number of Threads counted = (\d+)", text)
+    return {
+        "kernels": kernels,
+        "elements": int(size.group(1)) if size else None,
+        "threads": int(counted.group(1)) if counted else None,
+        "validates": "Solution Validates" in text,
+        "validation": "\n".join(
+            line for line in text.splitlines() if "Validat" in line or "Expected Value" in line
+        ),
+    }
+
+
+def stream_metrics(parsed: dict) -> list[dict]:
+    """Best rate per kernel (MB/s = 1e6 B/s) and the times behind it."""
+    if not parsed["validates"]:
+        raise PointFailed(f"STREAM solution does not validate: {parsed['validation']}")
+    found = []
+    elements = parsed["elements"]
+    for name in KERNEL_ARRAYS:
+        kernel = parsed["kernels"][name]
+        found.append(metric(f"{name}_bandwidth", kernel["rate"], "MB/s"))
+        found.append(metric(f"{name}_min_time", kernel["min"], "s"))
+        if elements:
+            # recomputed from STREAM's byte count: the same number within print rounding
+            found.append(metric(f"{name}_bytes", kernel_bytes(name, elements), "B"))
+    if elements:
+        found.append(metric("array_bytes", elements * ELEMENT_BYTES, "B"))
+    if parsed["threads"]:
+        found.append(metric("threads", parsed["threads"], "threads"))
+    return found
+
+
+def meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    values = {}
+    for line in Path(path).read_text().splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            values[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return values
+
+
+def compile_stream(scratch: Path, job: Job, cflags: list[str]) -> Path:
+    binary = scratch / "stream"
+    command = ["gcc", *cflags, str(SOURCE), "-o", str(binary), "-lm"]
+    job.log("compiling: " + " ".join(command))
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PointFailed(f"gcc could not build STREAM: {done.stderr.strip()[-400:]}")
+    job.extra["compile_command"] = " ".join(command)
+    return binary
+
+
+def run(job: Job) -> list[dict]:
+    params = job.params
+    if shutil.which("gcc") is None:
+        raise PointSkipped("gcc is not installed (install it with: sudo apt-get install -y gcc)")
+    llc_one, llc_total = last_level_cache()
+    if not llc_total and not params.get("array_size"):
+        raise PointFailed("cannot read the last-level cache size from " + SYS_CPU)
+    try:
+        elements = array_elements(params, llc_total)
+    except ValueError as error:
+        raise PointFailed(str(error)) from None
+    memory = ARRAYS * ELEMENT_BYTES * elements
+    available = meminfo().get("MemAvailable", 0)
+    if memory > 0.8 * available:
+        raise PointSkipped(
+            f"STREAM needs {format_size(memory)} for its arrays but only "
+            f"{format_size(available)} of memory is available"
+        )
+    job.extra.update(llc_bytes=llc_one, llc_total_bytes=llc_total, elements=elements)
+    cflags = CFLAGS + shlex.split(params.get("cflags", ""))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads(params))}
+    with tempfile.TemporaryDirectory(prefix="tierbench-stream-") as scratch:
+        binary = compile_stream(Path(scratch), job, cflags)
+        command = [str(binary), str(elements), str(int(params.get("ntimes", 10)))]
+        job.log(
+            f"running STREAM: {elements} elements ({format_size(elements * ELEMENT_BYTES)}"
+            f" per array, last-level cache {format_size(llc_total)}), "
+            f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}"
+        )
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+    job.log(done.stdout.strip())
+    job.extra["stream_output"] = done.stdout
+    parsed = parse_stream(done.stdout)
+    if done.returncode not in (0, 4):  # 4: ran, but the solution did not validate
+        raise PointFailed(f"STREAM exited with {done.returncode}: {done.stderr.strip()[-300:]}")
+    metrics = stream_metrics(parsed)
+    metrics.append(metric("llc_total_bytes", llc_total, "B"))
+    return metrics
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))
