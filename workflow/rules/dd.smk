@@ -1,0 +1,19 @@
+"""dd: the documents' sequential write from /dev/zero, and the page-cache cliff."""
+
+
+rule dd:
+    """One repetition of one dd point, in its own run folder on the tier."""
+    input:
+        unpack(benchmark_inputs("dd")),
+    output:
+        "results/{study}/raw/dd/{experiment}/{tier}/{point}/rep{rep}.json",
+    log:
+        "results/{study}/logs/dd/{experiment}/{tier}/{point}/rep{rep}.log",
+    conda:
+        "../../envs/dd.yaml"
+    resources:
+        bench=1,
+    params:
+        spec=run_spec("dd"),
+    shell:
+        "python -m tierbench.workloads.dd --spec {params.spec:q} --out {output} 2> {log}"
