@@ -22,6 +22,8 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/preflight.smk"
 include: "workflow/rules/fio.smk"
+include: "workflow/rules/dd.smk"
+include: "workflow/rules/stream.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -43,7 +43,7 @@ RAW = "results/{study}/raw/{workload}/{experiment}/{tier}/{point}/rep{rep}.json"
 FIGURE_FAMILY = {
     "fio": "fio",
     "dd": "sequential",
-    "pv": "sequential",
+    "pv": "pv",
     "stream": "sequential",
     "fe_proxy": "fe",
     "cfd_proxy": "cfd",
