@@ -123,3 +123,27 @@ def test_tier_paths_expand_variables(tmp_path, monkeypatch):
     config["tiers"] = {"scratch": {"path": "$NO_SUCH_VARIABLE_XYZ/tb", "class": "lustre"}}
     with pytest.raises(ConfigError, match="NO_SUCH_VARIABLE_XYZ"):
         tiers(config)
+
+
+def test_tier_path_that_is_a_file_is_named(tmp_path):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    config = copy.deepcopy(CONFIG)
+    config["tiers"] = {"oops": {"path": str(afile), "class": "disk"}}
+    with pytest.raises(ConfigError, match=r"tiers.oops.path: .* is a file"):
+        tiers(config)
+
+
+def test_empty_tier_list_and_zero_sizes_are_rejected():
+    config = copy.deepcopy(CONFIG)
+    config["experiments"][0]["tiers"] = []
+    with pytest.raises(ConfigError, match="experiments.0.tiers"):
+        matrix.validate(config, "config.schema.yaml", "config")
+    study = copy.deepcopy(matrix.study_of(CONFIG))
+    study["experiments"][0]["params"]["size"] = 0
+    with pytest.raises(ConfigError, match="size"):
+        matrix.expand_study(study, tiers(), "default")
+    config = copy.deepcopy(CONFIG)
+    config["tiers"]["shm"]["max_bytes"] = "-1G"
+    with pytest.raises(ConfigError, match="tiers.shm.max_bytes"):
+        matrix.validate(config, "config.schema.yaml", "config")

@@ -18,7 +18,7 @@ def test_ok_tier_and_missing_folder_is_created(tmp_path):
     result = preflight.run_preflight(spec({"disk": {"path": str(target), "class": "disk"}}))
     assert result["ok"], result["problems"]
     assert target.is_dir()
-    assert result["planned_bytes_per_tier"]["disk"] == 1024 * 1024
+    assert result["largest_point_bytes"]["disk"] == 1024 * 1024
 
 
 def test_path_that_is_a_file(tmp_path):
@@ -47,6 +47,20 @@ def test_too_little_space_names_tier_and_sizes(tmp_path):
     assert not result["ok"]
     (problem,) = result["problems"]
     assert "tier disk" in problem and "1000 TiB" in problem and "free" in problem
+
+
+def test_some_points_too_big_is_a_warning_and_the_rest_run(tmp_path):
+    points = [
+        {"workload": "fio", "tier": "disk", "params": {"size": "1MiB"}},
+        {"workload": "fio", "tier": "disk", "params": {"size": "1000TiB"}},
+    ]
+    result = preflight.run_preflight(
+        spec({"disk": {"path": str(tmp_path), "class": "disk"}}, points=points)
+    )
+    assert result["ok"]
+    assert any(
+        "1 points write more than" in w and "recorded as failed" in w for w in result["warnings"]
+    )
 
 
 def test_class_mismatch_is_a_warning(tmp_path):

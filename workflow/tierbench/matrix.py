@@ -84,13 +84,18 @@ def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -
     (/dev/null) is always there for the pipe workloads.
     """
     tiers = dict(config["tiers"])
+    partition = None
     if config.get("hardware"):
         hardware = load_hardware(config["hardware"], hardware_dir)
         tiers = dict(hardware["tiers"])
+        partition = hardware.get("partition")
     tiers.setdefault(VOID, {"path": "/dev/null", "class": VOID})
     resolved = {}
     for name, spec in tiers.items():
         spec = dict(spec)
+        # The Slurm partition whose nodes have the tier: its own, else the machine's.
+        if partition and not spec.get("partition"):
+            spec["partition"] = partition
         path = os.path.expanduser(os.path.expandvars(spec["path"]))
         if "$" in path:
             raise ConfigError(f"tiers.{name}.path: {spec['path']} names an unset variable")
@@ -99,6 +104,9 @@ def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -
         resolved[name] = spec
     paths = {}
     for name, spec in resolved.items():
+        if spec["class"] != VOID and os.path.exists(spec["path"]):
+            if not os.path.isdir(spec["path"]):
+                raise ConfigError(f"tiers.{name}.path: {spec['path']} is a file, not a directory")
         if spec["path"] in paths:
             raise ConfigError(
                 f"tiers.{name}: path {spec['path']} is also the path of tier {paths[spec['path']]}"
@@ -245,4 +253,7 @@ def run_spec(point: Point, tier_spec: dict, repetition: int, description: str = 
         "phase": "warmup" if repetition == 0 else "measured",
         "description": description,
     }
+    if tier_spec.get("partition"):
+        # checked inside the job: a point never measures nodes of another partition
+        spec["slurm_partition"] = tier_spec["partition"]
     return json.dumps(spec, sort_keys=True)

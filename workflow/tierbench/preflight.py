@@ -57,7 +57,13 @@ def planned_bytes(workload: str, params: dict) -> int:
     return int(estimate(params)) if estimate else 0
 
 
-def check_tier(name: str, tier: dict, needed: int, safety: float) -> tuple[list, list]:
+def check_tier(name: str, tier: dict, sizes: list[int], safety: float) -> tuple[list, list]:
+    """Problems (the run stops) and warnings for one tier, given the bytes of its points.
+
+    The tier must hold at least its smallest point times the safety factor;
+    points larger than the free space or the tier's cap only get a warning:
+    each of them ends as a recorded failure and the others still run.
+    """
     problems, warnings = [], []
     path = Path(tier["path"])
     if tier["class"] == "void":
@@ -90,18 +96,28 @@ def check_tier(name: str, tier: dict, needed: int, safety: float) -> tuple[list,
             f"tier {name}: class {tier['class']} expects {'/'.join(sorted(expected))} "
             f"but {path} is on {fs_type}"
         )
-    want = int(needed * safety)
+    if not sizes:
+        return problems, warnings
     free = free_bytes(path)
-    if want > free:
+    smallest, largest = min(sizes), max(sizes)
+    if smallest * safety > free:
         problems.append(
-            f"tier {name}: the largest point writes {format_size(needed)} "
-            f"(x{safety} safety = {format_size(want)}) but {path} has {format_size(free)} free"
+            f"tier {name}: its smallest point writes {format_size(smallest)} "
+            f"(x{safety} safety = {format_size(smallest * safety)}) but {path} has "
+            f"{format_size(free)} free"
+        )
+    elif largest * safety > free:
+        too_big = sum(size * safety > free for size in sizes)
+        warnings.append(
+            f"tier {name}: {too_big} points write more than the {format_size(free)} free "
+            f"(x{safety} safety); they will be recorded as failed, the others run"
         )
     cap = tier.get("max_bytes")
-    if cap is not None and needed > cap:
+    if cap is not None and largest > cap:
+        over = sum(size > cap for size in sizes)
         warnings.append(
-            f"tier {name}: points writing more than max_bytes={format_size(cap)} "
-            f"(largest: {format_size(needed)}) will be recorded as failed, not run"
+            f"tier {name}: {over} points write more than max_bytes={format_size(cap)} "
+            f"(largest: {format_size(largest)}); they will be recorded as failed, not run"
         )
     return problems, warnings
 
@@ -119,14 +135,14 @@ def check_tools(workloads: set[str]) -> list[str]:
 
 
 def run_preflight(spec: dict) -> dict:
-    needed: dict[str, int] = {}
+    sizes: dict[str, list[int]] = {}
     for point in spec["points"]:
         size = planned_bytes(point["workload"], point["params"])
-        needed[point["tier"]] = max(needed.get(point["tier"], 0), size)
+        sizes.setdefault(point["tier"], []).append(size)
     problems, warnings = [], []
     for name, tier in spec["tiers"].items():
         tier_problems, tier_warnings = check_tier(
-            name, tier, needed.get(name, 0), spec["safety_factor"]
+            name, tier, sizes.get(name, []), spec["safety_factor"]
         )
         problems += tier_problems
         warnings += tier_warnings
@@ -136,7 +152,7 @@ def run_preflight(spec: dict) -> dict:
         "ok": not problems,
         "problems": problems,
         "warnings": warnings,
-        "planned_bytes_per_tier": needed,
+        "largest_point_bytes": {tier: max(found) for tier, found in sizes.items()},
     }
 
 

@@ -86,7 +86,10 @@ def study_context(results_dir: Path, study: str) -> dict:
         .to_dict("records")
     )
     problems = summary[summary["status"] != "ok"]
+    preflight_path = study_dir / "preflight.json"
+    preflight = json.loads(preflight_path.read_text()) if preflight_path.exists() else {}
     return {
+        "warnings": preflight.get("warnings", []),
         "id": study,
         "figures": load_figures(study_dir),
         "medians": medians_table(summary),

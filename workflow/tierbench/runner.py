@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import probe
+from . import cluster, probe
 from .errors import PointFailed, PointNotApplicable, PointSkipped
 from .records import FAILED, NOT_APPLICABLE, SKIPPED, no_value, utc_now
-from .rundir import RunFolder
+from .rundir import RunFolder, sweep_stale
 
 
 @dataclass
@@ -58,9 +58,18 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
     context = probe.job_context(spec["tier_path"])
     job = Job(spec=spec, folder=None)
     try:
+        wrong_partition = cluster.partition_problem(
+            spec.get("slurm_partition"), f"tier {spec['tier']}"
+        )
+        if wrong_partition:
+            raise PointFailed(wrong_partition)
         if spec["tier_class"] == "void":
             metrics = run(job)
         else:
+            # A run killed earlier (SIGKILL, node failure) left its folder; a re-run
+            # does not repeat the preflight, so every job sweeps its tier first.
+            for stale in sweep_stale(spec["tier_path"]):
+                job.log(f"removed {stale}, left by an interrupted run")
             with RunFolder(spec["tier_path"], label) as folder:
                 job.folder = folder
                 job.log(f"run folder {folder.path}")
