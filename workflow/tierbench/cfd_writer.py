@@ -1,0 +1,305 @@
+"""The MPI program of ``cfd_proxy``: a decomposed solver that computes and writes.
+
+Run under a launcher, one process per rank::
+
+    mpiexec -n 4 python -m tierbench.cfd_writer --case DIR --config JSON --out result.json
+
+Every step each rank does a real compute phase (Jacobi sweeps of a 2-D
+Laplace problem on its slab of ``cells`` cells, exchanging halo rows with its
+neighbours, as a coupled solver does), then, every ``write_interval`` steps,
+the write phase of :mod:`tierbench.foam` (uncollated or collated), then a
+barrier. Steps are timed on every rank; a step's time is the maximum over
+ranks (the barrier makes them nearly equal). Steps with and without a write
+are reported apart, and the write phase is timed on its own.
+
+The program counts the files and folders it creates and checks them against
+the layout (uncollated: ranks x writes x 8 files and x 3 folders) and against
+what is on disk at the end; a mismatch fails the run.
+
+``--gate DIR`` lets several launches start their measured loop together: rank
+0 creates ``DIR/ready-<name>`` and waits for ``DIR/go`` before the first step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from . import foam
+
+GATE_TIMEOUT_S = 300.0
+
+
+def grid_shape(cells: int) -> tuple[int, int]:
+    """A slab of (rows, columns) with rows x columns >= cells, close to square."""
+    columns = max(1, math.isqrt(cells))
+    rows = -(-cells // columns)
+    return rows, columns
+
+
+class Solver:
+    """Jacobi sweeps of a Laplace problem on this rank's slab, halo rows exchanged."""
+
+    def __init__(self, comm, cells: int, sweeps: int):
+        self.comm = comm
+        self.cells = cells
+        self.sweeps = sweeps
+        rows, columns = grid_shape(cells)
+        self.u = np.zeros((rows + 2, columns + 2))
+        self.v = np.zeros_like(self.u)
+        self.tmp = np.empty((rows, columns))
+        rank, size = comm.Get_rank(), comm.Get_size()
+        self.up = rank + 1 if rank + 1 < size else None
+        self.down = rank - 1 if rank > 0 else None
+        if self.up is None:  # the lid of the cavity: the top boundary is hot
+            self.u[-1, :] = self.v[-1, :] = 1.0
+        self.pressure = np.zeros(rows * columns)
+
+    def exchange(self) -> None:
+        from mpi4py import MPI
+
+        u = self.u
+        up = MPI.PROC_NULL if self.up is None else self.up
+        down = MPI.PROC_NULL if self.down is None else self.down
+        # a receive from PROC_NULL leaves the row alone: the slab's ends keep their boundary
+        self.comm.Sendrecv(u[-2], dest=up, recvbuf=u[0], source=down)
+        self.comm.Sendrecv(u[1], dest=down, recvbuf=u[-1], source=up)
+
+    def step(self) -> None:
+        for _ in range(self.sweeps):
+            self.exchange()
+            u, v, tmp = self.u, self.v, self.tmp
+            np.add(u[:-2, 1:-1], u[2:, 1:-1], out=tmp)
+            tmp += u[1:-1, :-2]
+            tmp += u[1:-1, 2:]
+            np.multiply(tmp, 0.25, out=v[1:-1, 1:-1])
+            self.u, self.v = v, u
+        # the solver's pressure field in memory, ready to be written
+        np.copyto(self.pressure.reshape(self.tmp.shape), self.u[1:-1, 1:-1])
+
+    def fields(self, static: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {**static, "p": self.pressure[: self.cells]}
+
+
+def static_fields(cells: int, rank: int) -> dict[str, np.ndarray]:
+    """The fields other than p, seeded by rank (so each rank's data is its own)."""
+    rng = np.random.default_rng(1000 + rank)
+    return {
+        "U": rng.standard_normal((cells, 3)),
+        "k": rng.random(cells) + 0.01,
+        "omega": rng.random(cells) * 100 + 1,
+        "nut": rng.random(cells) * 1e-3,
+        "phi": rng.standard_normal(3 * cells) * 1e-4,
+    }
+
+
+def expected_counts(config: dict, ranks: int) -> tuple[int, int, int]:
+    """(writes, files created, folders created) the layout prescribes."""
+    writes = write_steps(config["steps"], config["write_interval"])
+    writers = ranks if config["file_handler"] == "uncollated" else 1
+    return (
+        len(writes),
+        writers * len(writes) * foam.FILES_PER_WRITE,
+        (writers * len(writes) * foam.DIRS_PER_WRITE),
+    )
+
+
+def write_steps(steps: int, write_interval: int | None) -> list[int]:
+    if not write_interval:
+        return []
+    return list(range(write_interval, steps + 1, write_interval))
+
+
+def wait_for_gate(gate: Path, name: str) -> None:
+    (gate / f"ready-{name}").touch()
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while not (gate / "go").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no go signal in {gate} after {GATE_TIMEOUT_S:.0f} s")
+        time.sleep(0.002)
+
+
+def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0") -> dict:
+    """Run the proxy on ``comm``; rank 0 returns the result, other ranks None."""
+    from mpi4py import MPI
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    cells, fmt, fsync = config["cells"], config["write_format"], config.get("fsync", False)
+    collated = config["file_handler"] == "collated"
+    writes = set(write_steps(config["steps"], config["write_interval"]))
+    purge_keep = config.get("purge_write", 0)
+    solver = Solver(comm, cells, config["sweeps"])
+    static = static_fields(cells, rank)
+    if collated:
+        root = case / f"processors{size}"
+        if rank == 0:
+            root.mkdir(parents=True, exist_ok=True)
+    else:
+        root = case / f"processor{rank}"
+        root.mkdir(parents=True, exist_ok=True)
+    for _ in range(config.get("warmup_steps", 0)):  # untimed: caches, clocks, first sweeps
+        solver.step()
+    comm.Barrier()
+    if gate is not None and rank == 0:
+        wait_for_gate(gate, name)
+    comm.Barrier()
+
+    steps = config["steps"]
+    step_times = np.zeros(steps)
+    write_times = np.zeros(steps)
+    count = foam.WriteCount()
+    kept: list[str] = []
+    loop_start = time.perf_counter()
+    for step in range(1, steps + 1):
+        start = time.perf_counter()
+        solver.step()
+        if step in writes:
+            write_start = time.perf_counter()
+            tname = foam.time_name(step)
+            fields = solver.fields(static)
+            if collated:
+                done = write_collated_step(comm, root, tname, step, fields, fmt, fsync)
+            else:
+                done = foam.write_uncollated(root, tname, step, fields, fmt, fsync)
+            if rank == 0 or not collated:
+                kept.append(tname)
+                done.add(foam.purge(root, kept, purge_keep))
+            count.add(done)
+            write_times[step - 1] = time.perf_counter() - write_start
+        comm.Barrier()
+        step_times[step - 1] = time.perf_counter() - start
+    loop_time = time.perf_counter() - loop_start
+
+    slowest_steps = np.zeros(steps) if rank == 0 else None
+    slowest_writes = np.zeros(steps) if rank == 0 else None
+    comm.Reduce(step_times, slowest_steps, op=MPI.MAX, root=0)
+    comm.Reduce(write_times, slowest_writes, op=MPI.MAX, root=0)
+    totals = comm.gather(vars(count), root=0)
+    # each writer counts its own folder, so node-local tiers on several nodes add up too
+    comm.Barrier()
+    mine = (0, 0)
+    if rank == 0 or not collated:
+        files, dirs = foam.count_tree(root)
+        mine = (files, dirs + 1)
+    found = comm.gather(mine, root=0)
+    if rank != 0:
+        return None
+    on_disk = (sum(f for f, _ in found), sum(d for _, d in found))
+    return summarise(config, size, slowest_steps, slowest_writes, totals, on_disk, loop_time)
+
+
+def write_collated_step(comm, root: Path, tname: str, index: int, fields, fmt, fsync):
+    """Each rank serialises its files, the master gathers the blocks and writes them."""
+    blocks = {}
+    for name in foam.FIELDS:
+        parts = foam.field_parts(name, fields[name], fmt, tname)
+        local = np.frombuffer(b"".join(bytes(p) for p in parts), dtype=np.uint8)
+        sizes = comm.gather(local.size, root=0)
+        if comm.Get_rank() == 0:
+            buffer = np.empty(sum(sizes), dtype=np.uint8)
+            comm.Gatherv(local, (buffer, sizes), root=0)
+            offsets = np.concatenate([[0], np.cumsum(sizes)])
+            blocks[name] = [
+                memoryview(buffer[offsets[i] : offsets[i + 1]]) for i in range(len(sizes))
+            ]
+        else:
+            comm.Gatherv(local, None, root=0)
+    if comm.Get_rank() != 0:
+        return foam.WriteCount()
+    return foam.write_collated(root, tname, index, blocks, fmt, fsync)
+
+
+def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time) -> dict:
+    total = foam.WriteCount()
+    for entry in totals:
+        total.add(foam.WriteCount(**entry))
+    writes, files, dirs = expected_counts(config, ranks)
+    write_mask = np.zeros(len(step_times), dtype=bool)
+    for step in write_steps(config["steps"], config["write_interval"]):
+        write_mask[step - 1] = True
+    problems = []
+    if (total.files, total.dirs) != (files, dirs):
+        problems.append(
+            f"created {total.files} files and {total.dirs} folders; the {config['file_handler']} "
+            f"layout needs {files} and {dirs} ({ranks} ranks x {writes} writes)"
+        )
+    disk_files = total.files - total.files_removed
+    disk_dirs = total.dirs - total.dirs_removed
+    processor_dirs = 1 if config["file_handler"] == "collated" else ranks
+    if on_disk != (disk_files, disk_dirs + processor_dirs):
+        problems.append(
+            f"found {on_disk[0]} files and {on_disk[1]} folders on disk, "
+            f"expected {disk_files} and {disk_dirs + processor_dirs}"
+        )
+    result = {
+        "ranks": ranks,
+        "steps": len(step_times),
+        "writes": writes,
+        "step_times": step_times.tolist(),
+        "write_phase_times": write_times[write_mask].tolist(),
+        "write_steps": np.flatnonzero(write_mask).tolist(),
+        "time_per_step": float(step_times.mean()),
+        "time_per_step_write": float(step_times[write_mask].mean()) if writes else None,
+        "time_per_step_nowrite": (
+            float(step_times[~write_mask].mean()) if writes < len(step_times) else None
+        ),
+        "write_phase_time": float(write_times[write_mask].mean()) if writes else None,
+        "loop_time": loop_time,
+        "bytes_written": total.bytes,
+        "files_created": total.files,
+        "dirs_created": total.dirs,
+        "files_removed": total.files_removed,
+        "dirs_removed": total.dirs_removed,
+        "on_disk": list(on_disk),
+        "problems": problems,
+    }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", required=True, help="case folder (made if missing)")
+    parser.add_argument("--config", required=True, help="cells, steps, ... as JSON")
+    parser.add_argument("--out", help="result JSON written by rank 0")
+    parser.add_argument("--gate", help="folder for the ready/go start signal")
+    parser.add_argument("--name", default="0", help="name of this launch at the gate")
+    args = parser.parse_args(argv)
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    try:
+        result = run(
+            comm,
+            Path(args.case),
+            json.loads(args.config),
+            Path(args.gate) if args.gate else None,
+            args.name,
+        )
+    except Exception as error:  # one rank failing must not leave the others hanging
+        print(f"rank {comm.Get_rank()}: {type(error).__name__}: {error}", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        comm.Abort(3)
+        return 3
+    if result is None:
+        return 0
+    text = json.dumps(result) + "\n"
+    if args.out:
+        tmp = Path(args.out + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, args.out)
+    else:
+        sys.stdout.write(text)
+    return 1 if result["problems"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,380 @@
+"""cfd_proxy: an OpenFOAM-style MPI solver writing its results (document 001).
+
+One job runs one point: ``ensemble`` independent simulations of ``ranks``
+ranks each, started together on the same tier, each in its own case folder
+of the run folder (``member<i>/processor<rank>/<time>/...``). Each simulation
+is one launch of :mod:`tierbench.cfd_writer` through the launcher Snakemake
+gives the rule as its ``mpi`` resource (``mpiexec`` here, ``srun --mpi=pmix``
+under Slurm). The launches wait at a start gate until all of them are up, so
+their measured steps overlap.
+
+A point with ``write_interval: none`` is the no-I/O baseline: the same solver
+with no writes. The figures derive the I/O bandwidth as document 001 does,
+bytes written per step / (time per step - time per step without I/O),
+pairing each point with the baseline of the same tier, ranks and ensemble.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import foam
+from ..errors import PointFailed, PointNotApplicable
+from ..records import metric
+from ..runner import Job, main
+from ..units import parse_size
+
+PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
+DEFAULT_LAUNCHER = "mpiexec"
+OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
+DEFAULTS = {
+    "ensemble": 1,
+    "file_handler": "uncollated",
+    "write_format": "binary",
+    "purge_write": 0,
+    "sweeps": 10,
+    "warmup_steps": 2,
+    "fsync": False,
+}
+START_TIMEOUT_S = 300.0
+
+
+def with_defaults(params: dict) -> dict:
+    return {**DEFAULTS, **params}
+
+
+def write_interval(params: dict) -> int | None:
+    """Steps between writes, or None for the no-I/O baseline."""
+    value = params["write_interval"]
+    return None if value == "none" else int(value)
+
+
+def cells_per_rank(params: dict) -> int:
+    """Cells of each rank: given, or from the bytes a rank writes per write."""
+    if "cells_per_rank" in params:
+        return int(params["cells_per_rank"])
+    per_cell = foam.approx_bytes_per_cell(with_defaults(params)["write_format"])
+    return max(1, parse_size(params["bytes_per_rank"]) // per_cell)
+
+
+def check_params(params: dict) -> None:
+    p = with_defaults(params)
+    for name in ("ranks", "ensemble", "steps"):
+        value = p.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number of at least 1 (got {value!r})")
+    interval = p.get("write_interval")
+    if interval != "none" and (
+        isinstance(interval, bool) or not isinstance(interval, int) or interval < 1
+    ):
+        raise ValueError(
+            f"write_interval must be a number of steps of at least 1, or 'none' for the "
+            f"no-I/O baseline (got {interval!r})"
+        )
+    if interval != "none" and interval > p["steps"]:
+        raise ValueError(
+            f"write_interval {interval} is longer than the run (steps {p['steps']}): "
+            "no step would write"
+        )
+    if ("cells_per_rank" in p) == ("bytes_per_rank" in p):
+        raise ValueError("give exactly one of cells_per_rank and bytes_per_rank")
+    if "bytes_per_rank" in p and parse_size(p["bytes_per_rank"]) < 1:
+        raise ValueError("bytes_per_rank must be positive")
+    if "cells_per_rank" in p and (
+        not isinstance(p["cells_per_rank"], int) or p["cells_per_rank"] < 1
+    ):
+        raise ValueError(f"cells_per_rank must be at least 1 (got {p['cells_per_rank']!r})")
+    if p["file_handler"] not in foam.HANDLERS:
+        raise ValueError(f"file_handler must be one of {foam.HANDLERS}")
+    if p["write_format"] not in foam.FORMATS:
+        raise ValueError(f"write_format must be one of {foam.FORMATS}")
+    if p["purge_write"] < 0 or p["sweeps"] < 0 or p["warmup_steps"] < 0:
+        raise ValueError("purge_write, sweeps and warmup_steps must not be negative")
+
+
+def writer_config(params: dict) -> dict:
+    """What :mod:`tierbench.cfd_writer` needs, from the point's parameters."""
+    p = with_defaults(params)
+    return {
+        "cells": cells_per_rank(p),
+        "steps": p["steps"],
+        "write_interval": write_interval(p),
+        "file_handler": p["file_handler"],
+        "write_format": p["write_format"],
+        "purge_write": p["purge_write"],
+        "sweeps": p["sweeps"],
+        "warmup_steps": p["warmup_steps"],
+        "fsync": bool(p["fsync"]),
+    }
+
+
+def writes_of(params: dict) -> int:
+    interval = write_interval(params)
+    return 0 if interval is None else params["steps"] // interval
+
+
+def bytes_per_write(params: dict) -> int:
+    """Bytes all ranks of all members write at one write time (uncollated sizes)."""
+    p = with_defaults(params)
+    cells, steps = cells_per_rank(p), p["steps"]
+    per_rank = foam.rank_write_bytes(cells, p["write_format"], foam.time_name(steps), steps)
+    return per_rank * p["ranks"] * p["ensemble"]
+
+
+def planned_bytes(params: dict) -> int:
+    """Bytes on the tier at the peak: every kept time folder of every member.
+
+    With purgeWrite N the newest time is written before the oldest is
+    removed, so N + 1 time folders exist for a moment.
+    """
+    p = with_defaults(params)
+    writes = writes_of(p)
+    kept = writes if p["purge_write"] == 0 else min(writes, p["purge_write"] + 1)
+    # collated blocks add a few bytes of framing per rank and field
+    framing = 64 * len(foam.FIELDS) * p["ranks"] * p["ensemble"]
+    return kept * (bytes_per_write(p) + framing)
+
+
+def tasks(params: dict) -> int:
+    """MPI tasks of the job: every rank of every member runs at once."""
+    return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
+
+
+threads = tasks
+
+
+def under_slurm() -> bool:
+    return bool(os.environ.get("SLURM_JOB_ID"))
+
+
+def launch_command(launcher: str, ranks: int, ensemble: int, local: bool) -> list[str]:
+    """The launcher as argv, with the rank count and what this machine needs.
+
+    Open MPI outside Slurm gets ``--oversubscribe`` (more ranks than cores)
+    and ``--bind-to none`` (concurrent launches would otherwise pin their ranks
+    to the same cores). ``srun`` gets ``--exact`` for ensembles, so
+    concurrent steps share the allocation instead of waiting for each other.
+    """
+    argv = shlex.split(launcher)
+    if not argv:
+        raise PointFailed("the mpi launcher is empty")
+    tool = os.path.basename(argv[0])
+    argv += ["-n", str(ranks)]
+    if tool in OPEN_MPI_LAUNCHERS and local:
+        argv += ["--oversubscribe", "--bind-to", "none"]
+    if tool == "srun" and ensemble > 1:
+        argv += ["--exact"]
+    return argv
+
+
+def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
+    """Environment of the launches, and the settings added to it (for the record)."""
+    added = {"PYTHONPATH": PACKAGE_DIR}
+    tool = os.path.basename(shlex.split(launcher)[0])
+    if tool in OPEN_MPI_LAUNCHERS and os.geteuid() == 0:
+        added["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        added["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    if local and "OMPI_MCA_mpi_yield_when_idle" not in os.environ:
+        # a shared workstation: ranks waiting in a barrier give the core back
+        added["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    env = dict(os.environ)
+    for key, value in added.items():
+        if key == "PYTHONPATH" and env.get(key):
+            value = os.pathsep.join([value, env[key]])
+        env[key] = value
+    return env, added
+
+
+def start_members(job: Job, launcher: str, config: dict, p: dict) -> list[dict]:
+    folder = job.folder.path
+    gate = folder / "gate"
+    gate.mkdir()
+    local = not under_slurm()
+    env, added = launch_env(launcher, local)
+    job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
+    members = []
+    for i in range(p["ensemble"]):
+        command = launch_command(launcher, p["ranks"], p["ensemble"], local) + [
+            sys.executable, "-m", "tierbench.cfd_writer",
+            "--case", str(folder / f"member{i}"),
+            "--config", json.dumps(config, sort_keys=True),
+            "--out", str(folder / f"result{i}.json"),
+            "--gate", str(gate),
+            "--name", str(i),
+        ]  # fmt: skip
+        log = open(folder / f"member{i}.log", "wb")  # noqa: SIM115 (closed in collect)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        members.append({"index": i, "command": command, "process": process, "log": log})
+    job.extra["commands"] = [shlex.join(m["command"]) for m in members]
+    return members
+
+
+def open_gate(job: Job, members: list[dict]) -> None:
+    """Let every member start its measured steps once all of them are ready."""
+    gate = job.folder.path / "gate"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        ready = sum((gate / f"ready-{m['index']}").exists() for m in members)
+        if ready == len(members):
+            break
+        if any(m["process"].poll() is not None for m in members):
+            break  # one ended before starting: collect() reports why
+        if time.monotonic() > deadline:
+            stop(members)
+            raise PointFailed(f"only {ready} of {len(members)} launches started in time")
+        time.sleep(0.005)
+    (gate / "go").touch()
+    job.log(f"{len(members)} launch(es) of {members[0]['command'][0]} started together")
+
+
+def stop(members: list[dict]) -> None:
+    for m in members:
+        if m["process"].poll() is None:
+            m["process"].terminate()
+    for m in members:
+        try:
+            m["process"].wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            m["process"].kill()
+            m["process"].wait()
+        m["log"].close()
+
+
+def collect(job: Job, members: list[dict]) -> list[dict]:
+    results, failures = [], []
+    try:
+        for m in members:
+            m["process"].wait()
+    finally:
+        stop(members)
+    folder = job.folder.path
+    for m in members:
+        i, code = m["index"], m["process"].returncode
+        output = (folder / f"member{i}.log").read_text(errors="replace").strip()
+        if output:
+            job.log(f"member {i} output:\n{output[-2000:]}")
+        out = folder / f"result{i}.json"
+        result = json.loads(out.read_text()) if out.exists() else None
+        if result and result["problems"]:
+            failures.append(f"member {i}: " + "; ".join(result["problems"]))
+        elif code != 0 or result is None:
+            failures.append(f"member {i} exited with {code}: {_last_error(output)}")
+        else:
+            results.append(result)
+    if failures:
+        raise PointFailed(" | ".join(failures))
+    return results
+
+
+def _last_error(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error" in line or "error" in line:
+            return line.strip()[-300:]
+    return (lines[-1].strip()[-300:]) if lines else "no output"
+
+
+def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
+    """Ensemble averages of the members' times; totals of bytes, files and folders."""
+
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in results if r[key] is not None]
+        return sum(values) / len(values) if values else None
+
+    writes = results[0]["writes"]
+    found = [
+        metric("time_per_step", mean("time_per_step"), "s"),
+        metric("time_per_step_max_member", max(r["time_per_step"] for r in results), "s"),
+        metric("run_time", mean("loop_time"), "s"),
+    ]
+    if mean("time_per_step_nowrite") is not None:
+        found.append(metric("time_per_step_nowrite", mean("time_per_step_nowrite"), "s"))
+    total_bytes = sum(r["bytes_written"] for r in results)
+    found += [
+        metric("bytes_written", total_bytes, "B"),
+        metric("files_created", sum(r["files_created"] for r in results), "files"),
+        metric("dirs_created", sum(r["dirs_created"] for r in results), "dirs"),
+    ]
+    if writes:
+        phase = mean("write_phase_time")
+        per_member_write = total_bytes / len(results) / writes
+        found += [
+            metric("time_per_step_write", mean("time_per_step_write"), "s"),
+            metric("write_phase_time", phase, "s"),
+            metric("bytes_per_write", total_bytes / writes, "B"),
+            metric("write_phase_bandwidth", per_member_write / phase / 1e6, "MB/s"),
+        ]
+    if p["purge_write"]:
+        found += [
+            metric("files_removed", sum(r["files_removed"] for r in results), "files"),
+            metric("dirs_removed", sum(r["dirs_removed"] for r in results), "dirs"),
+        ]
+    return found
+
+
+def check_counts(results: list[dict], p: dict) -> None:
+    """Files and folders created must be what the layout prescribes (document 001)."""
+    writes = writes_of(p)
+    writers = p["ranks"] if p["file_handler"] == "uncollated" else 1
+    files, dirs = writers * writes * foam.FILES_PER_WRITE, writers * writes * foam.DIRS_PER_WRITE
+    for i, r in enumerate(results):
+        if (r["files_created"], r["dirs_created"], r["writes"]) != (files, dirs, writes):
+            raise PointFailed(
+                f"member {i} created {r['files_created']} files and {r['dirs_created']} folders "
+                f"in {r['writes']} writes; expected {files} and {dirs} in {writes}"
+            )
+
+
+def run(job: Job) -> list[dict]:
+    if job.folder is None:
+        raise PointNotApplicable("cfd_proxy writes files; the void tier has no folder")
+    p = with_defaults(job.params)
+    launcher = job.spec.get("launcher") or DEFAULT_LAUNCHER
+    config = writer_config(p)
+    job.folder.ensure_space(planned_bytes(p), job.max_bytes)
+    job.log(
+        f"{p['ensemble']} x {p['ranks']} ranks, {config['cells']} cells per rank, "
+        f"{p['steps']} steps, write interval {p['write_interval']}, {p['file_handler']}, "
+        f"{p['write_format']}: {bytes_per_write(p)} B per write"
+    )
+    members = start_members(job, launcher, config, p)
+    try:
+        open_gate(job, members)
+    except BaseException:
+        stop(members)
+        raise
+    results = collect(job, members)
+    check_counts(results, p)
+    job.extra["members"] = results
+    job.extra["cells_per_rank"] = config["cells"]
+    metrics = ensemble_metrics(results, p)
+    job.log(
+        "time per step "
+        + ", ".join(f"{m['metric']}={m['value']:.4g}" for m in metrics if m["unit"] == "s")
+    )
+    return metrics
+
+
+def cli(argv: list[str]) -> int:
+    """The runner's command line plus ``--launcher`` (the rule's ``mpi`` resource)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--launcher", default=DEFAULT_LAUNCHER)
+    parser.add_argument("--spec")
+    args, rest = parser.parse_known_args(argv)
+    if args.spec is not None:
+        spec = json.loads(args.spec)
+        spec["launcher"] = args.launcher
+        rest += ["--spec", json.dumps(spec, sort_keys=True)]
+    return main(run, rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli(sys.argv[1:]))
