@@ -53,6 +53,8 @@ def write_config(path: Path, tiers: dict, params: dict, experiment_tiers: list) 
     return path
 
 
+#: the tests that need no figures stop at the summary table
+SUMMARY = "results/safety/summary.csv"
 BASE_PARAMS = {"rw": "write", "block_size": "1M", "io_mode": "buffered", "runtime": 1}
 
 
@@ -99,7 +101,7 @@ def test_killed_run_resumes_and_leaves_nothing(pipeline, tmp_path):
     config = write_config(
         tmp_path / "c.yaml", {"users": {"path": str(users), "class": "disk"}}, params, ["users"]
     )
-    command = [*snakemake_command(), "-c1", "--configfile", str(config)]
+    command = [*snakemake_command(), "-c1", SUMMARY, "--configfile", str(config)]
     process = subprocess.Popen(
         command,
         cwd=pipeline.root,
@@ -124,7 +126,7 @@ def test_killed_run_resumes_and_leaves_nothing(pipeline, tmp_path):
 
     # what a user does after a killed run: unlock, then resume
     pipeline("--unlock", "--configfile", str(config))
-    pipeline("-c1", "--configfile", str(config), "--rerun-incomplete")
+    pipeline("-c1", SUMMARY, "--rerun-incomplete", "--configfile", str(config))
     assert digest(users) == before
     assert not [p for p in users.glob("tierbench-*") if p.name != "tierbench-mine"]
     results = pd.read_csv(pipeline.root / "results/safety/results.csv")
@@ -153,8 +155,8 @@ def test_a_64mb_tmpfs_fails_the_big_point_and_runs_the_rest(pipeline, tmp_path, 
         {**BASE_PARAMS, "size": ["8MiB", "128MiB"]},
         ["small"],
     )
-    pipeline("-c1", "--configfile", str(config))
-    summary = pd.read_csv(pipeline.root / "results/safety/summary.csv")
+    pipeline("-c1", SUMMARY, "--configfile", str(config))
+    summary = pd.read_csv(pipeline.root / SUMMARY)
     status = summary.drop_duplicates("point").set_index("point")
     assert status.loc["size=8MiB", "status"] == "ok"
     assert status.loc["size=128MiB", "status"] == "failed"
