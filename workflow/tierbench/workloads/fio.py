@@ -52,6 +52,21 @@ def planned_bytes(params: dict) -> int:
     return parse_size(params["size"])
 
 
+#: slowest write rate a tier is assumed to have when fio lays out its file
+LAYOUT_RATE_BPS = 10e6
+
+
+def runtime_s(params: dict) -> float:
+    """Upper bound of one run in seconds (for the Slurm time limit): layout, ramp, run."""
+    layout = parse_size(params["size"]) * max(1, int(params.get("numjobs", 1))) / LAYOUT_RATE_BPS
+    return layout + float(params.get("ramp_time", 0)) + float(params["runtime"])
+
+
+def threads(params: dict) -> int:
+    """CPUs of the job: one per fio job."""
+    return max(1, int(params.get("numjobs", 1)))
+
+
 def render_job(params: dict, filename: str, names: dict) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -79,51 +94,60 @@ def render_job(params: dict, filename: str, names: dict) -> str:
 
 
 def parse_fio_json(text: str) -> list[dict]:
-    """Metrics of the first (group-reported) job of fio's ``--output-format=json``."""
+    """Metrics of the first (group-reported) job of fio's ``--output-format=json``.
+
+    Anything that is not fio's JSON as expected (truncated, garbage, wrong
+    types, negative numbers) raises PointFailed: a clear error, never a number.
+    """
     try:
         data = json.loads(_strip_preamble(text))
-        job = data["jobs"][0]
-    except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise PointFailed(f"fio output is not the JSON expected: {error}") from None
-    if not isinstance(job, dict):
-        raise PointFailed("fio output is not the JSON expected: job is not an object")
+        return _job_metrics(data["jobs"][0])
+    except PointFailed:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError) as error:
+        raise PointFailed(f"fio output is not the JSON expected: {error!r}") from None
+
+
+def _job_metrics(job: dict) -> list[dict]:
     if job.get("error"):
         written = (job.get("write") or {}).get("io_bytes", 0)
         raise PointFailed(
-            f"fio job failed: {os.strerror(job['error'])} (errno {job['error']}) "
+            f"fio job failed: {os.strerror(int(job['error']))} (errno {job['error']}) "
             f"after writing {written} B"
         )
     metrics = []
     for direction in ("read", "write"):
         stats = job.get(direction)
-        if not isinstance(stats, dict) or not stats.get("io_bytes"):
-            continue
-        try:
+        if isinstance(stats, dict) and stats.get("io_bytes"):
             metrics += _direction_metrics(direction, stats)
-        except (KeyError, TypeError, ValueError) as error:
-            raise PointFailed(f"fio {direction} statistics are incomplete: {error}") from None
     sync = job.get("sync")
     if isinstance(sync, dict) and sync.get("total_ios"):
         percentiles = (sync.get("lat_ns") or {}).get("percentile") or {}
         for label, key in PERCENTILES.items():
             if key in percentiles:
-                metrics.append(metric(f"fsync_lat_{label}", percentiles[key] / 1000, "us"))
+                metrics.append(_metric(f"fsync_lat_{label}", percentiles[key] / 1000, "us"))
     if not metrics:
         raise PointFailed("fio moved no data")
     return metrics
 
 
+def _metric(name: str, value, unit: str) -> dict:
+    if isinstance(value, bool) or float(value) < 0:
+        raise ValueError(f"{name} is not a non-negative number: {value!r}")
+    return metric(name, value, unit)
+
+
 def _direction_metrics(direction: str, stats: dict) -> list[dict]:
     found = [
-        metric(f"{direction}_bandwidth", stats["bw_bytes"] / 1e6, "MB/s"),
-        metric(f"{direction}_iops", stats["iops"], "IO/s"),
-        metric(f"{direction}_bytes", stats["io_bytes"], "B"),
-        metric(f"{direction}_clat_mean", stats["clat_ns"]["mean"] / 1000, "us"),
+        _metric(f"{direction}_bandwidth", stats["bw_bytes"] / 1e6, "MB/s"),
+        _metric(f"{direction}_iops", stats["iops"], "IO/s"),
+        _metric(f"{direction}_bytes", stats["io_bytes"], "B"),
+        _metric(f"{direction}_clat_mean", stats["clat_ns"]["mean"] / 1000, "us"),
     ]
     percentiles = stats["clat_ns"].get("percentile") or {}
     for label, key in PERCENTILES.items():
         if key in percentiles:
-            found.append(metric(f"{direction}_clat_{label}", percentiles[key] / 1000, "us"))
+            found.append(_metric(f"{direction}_clat_{label}", percentiles[key] / 1000, "us"))
     return found
 
 

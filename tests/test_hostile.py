@@ -1,0 +1,104 @@
+"""Hostile input: truncated or garbage tool output and config values give a clear
+error, never a traceback and never a wrong number."""
+
+import json
+import math
+
+from conftest import REPO, fixture_text
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tierbench import matrix
+from tierbench.errors import ConfigError, PointFailed
+from tierbench.units import parse_size
+from tierbench.workloads import fio
+
+FIO_FIXTURES = [
+    "fio_randrw_fsync_shm.json",
+    "fio_write_direct_disk.json",
+    "fio_read_direct_disk.json",
+]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def assert_sane(metrics):
+    assert metrics
+    for m in metrics:
+        assert math.isfinite(m["value"]) and m["value"] >= 0 and m["unit"]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FIO_FIXTURES), st.data())
+def test_truncated_fio_output(name, data):
+    text = fixture_text(name)
+    cut = data.draw(st.integers(min_value=0, max_value=len(text) - 1))
+    try:
+        assert_sane(fio.parse_fio_json(text[:cut]))
+    except PointFailed as error:
+        assert str(error)
+
+
+@settings(max_examples=200)
+@given(json_values)
+def test_garbage_fio_json(value):
+    try:
+        assert_sane(fio.parse_fio_json(json.dumps({"jobs": [value]})))
+    except PointFailed as error:
+        assert str(error)
+
+
+@settings(max_examples=100)
+@given(st.sampled_from(["bw_bytes", "iops", "io_bytes"]), json_values)
+def test_one_corrupted_field(field, value):
+    data = json.loads(fixture_text("fio_write_direct_disk.json"))
+    data["jobs"][0]["write"][field] = value
+    try:
+        metrics = fio.parse_fio_json(json.dumps(data))
+    except PointFailed:
+        return
+    assert_sane(metrics)
+    by_name = {m["metric"]: m["value"] for m in metrics}
+    if field == "bw_bytes":  # never a silently wrong number: it is the value given
+        assert by_name["write_bandwidth"] == float(value) / 1e6
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=12) | st.integers() | st.floats() | st.none())
+def test_parse_size_never_crashes(value):
+    try:
+        size = parse_size(value)
+    except (ValueError, TypeError):
+        return
+    assert isinstance(size, int) and size >= 0
+
+
+CONFIG = matrix.load_yaml(REPO / "config/config.yaml")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            "repetitions",
+            "scale",
+            "noise_threshold",
+            "warmup",
+            "study",
+            "tiers",
+            "experiments",
+            "hardware",
+        ]
+    ),
+    json_values,
+)
+def test_config_values_are_validated_with_the_key_named(key, value):
+    config = {**CONFIG, key: value}
+    try:
+        matrix.validate(config, "config.schema.yaml", "config")
+    except ConfigError as error:
+        assert key in str(error)
