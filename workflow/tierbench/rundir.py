@@ -58,7 +58,11 @@ class RunFolder:
 
     def __enter__(self) -> RunFolder:
         if not self.tier_path.is_dir():
-            raise PointFailed(f"tier path {self.tier_path} is not a directory")
+            # Named with the node: on a cluster a node-local tier may exist on some nodes only.
+            why = "" if self.tier_path.exists() else ": it does not exist"
+            raise PointFailed(
+                f"tier path {self.tier_path} is not a directory on node {socket.gethostname()}{why}"
+            )
         self.path.mkdir()
         marker = {"created_at": utc_now(), "host": socket.gethostname(), "pid": os.getpid()}
         (self.path / MARKER).write_text(json.dumps(marker) + "\n")

@@ -1,0 +1,160 @@
+"""What a job asks a cluster for: partition, wall time, memory, MPI launcher.
+
+The rules declare their resources with the names snakemake-executor-plugin-slurm
+understands (``runtime``, ``mem_mb``, ``slurm_partition``, ``slurm_extra``,
+``mpi``, ``tasks``, ``nodes``); the input functions in ``common.smk`` compute
+them with the helpers below, so the rules are the one place resources come
+from. Nothing here is specific to one workload: a workload module may define
+``runtime_s(params)`` (an upper bound of one run, in seconds) and
+``mem_mb(params)`` (memory beyond what it writes), and everything else is
+derived from the point and its tier.
+
+Inside a benchmark job, :func:`partition_problem` compares the partition the
+point was meant for with the one the job really runs in, so a hardware file
+naming a partition the cluster does not have gives a failed point with the
+reason, not a silent measurement of other nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from functools import cache
+
+#: executor plugins that run jobs as Slurm jobs (the submitting side and the job side)
+SLURM_EXECUTORS = ("slurm", "slurm-jobstep")
+#: MPI launcher inside a Slurm allocation: PMIx works with Debian's and most
+#: sites' Open MPI (pmi2 does not with Debian's). Ensembles add ``--exact`` per
+#: launch and the job asks for memory per CPU (``mem_mb_per_cpu``), so each
+#: member gets only its own cores and memory and all members run side by side.
+SLURM_MPI = "srun --mpi=pmix"
+LOCAL_MPI = "mpiexec"
+#: wall time of a job that its workload does not estimate
+DEFAULT_RUNTIME_MIN = 30
+#: start-up inside a job (Snakemake parses the workflow, the probe runs)
+JOB_OVERHEAD_S = 120
+#: what a job needs besides the data it writes (Python, Snakemake, the tool)
+BASE_MEM_MB = 1000
+
+
+def on_slurm(executor: str | None) -> bool:
+    return executor in SLURM_EXECUTORS
+
+
+def mpi_launcher(executor: str | None, hardware: dict) -> str:
+    """The command before ``-n <ranks> program``: the hardware file's, else per executor."""
+    if hardware.get("mpi"):
+        return hardware["mpi"]
+    return SLURM_MPI if on_slurm(executor) else LOCAL_MPI
+
+
+def runtime_minutes(estimate_s: float | None) -> int:
+    """Slurm time limit: twice the workload's own estimate plus start-up, in whole minutes."""
+    if estimate_s is None:
+        return DEFAULT_RUNTIME_MIN
+    return max(5, math.ceil((2 * float(estimate_s) + JOB_OVERHEAD_S) / 60))
+
+
+def memory_mb(planned_bytes: int, extra_mb: float = 0, node_memory_bytes: int | None = None) -> int:
+    """Memory limit of a benchmark job.
+
+    What a point writes counts in full: on tmpfs or /dev/shm the data itself is
+    memory, and on a disk the page cache that buffered I/O goes through is
+    charged to the job's cgroup too; a smaller limit would turn "fits in the
+    page cache" into "does not" and change what is measured. Capped at 90% of
+    the node's memory (from the hardware file), where the node's own page
+    cache limit is the one the study means.
+    """
+    wanted = BASE_MEM_MB + float(extra_mb) + 1.1 * planned_bytes / 1e6
+    if node_memory_bytes:
+        wanted = min(wanted, 0.9 * node_memory_bytes / 1e6)
+    return max(BASE_MEM_MB // 2, math.ceil(wanted))
+
+
+def slurm_extra(exclusive: bool) -> str:
+    """Options the plugin has no resource for: whole nodes for benchmark jobs."""
+    return "--exclusive" if exclusive else ""
+
+
+def bench_slots(executor: str | None, exclusive: bool, tier: dict) -> int:
+    """How much of the global ``bench`` resource (capped at 1) a benchmark job takes.
+
+    1 means one benchmark at a time, the rule on a workstation, and on a
+    cluster when jobs may share nodes or the tier is shared between nodes
+    (NFS, Lustre: two benchmarks on different nodes still meet on the file
+    system). 0 lets jobs run side by side, which is safe only on exclusive
+    nodes with a node-local tier.
+    """
+    if on_slurm(executor) and exclusive and not tier.get("shared", False):
+        return 0
+    return 1
+
+
+@cache
+def slurm_partitions() -> frozenset[str] | None:
+    """Partition names of the cluster (``sinfo``), or None when Slurm cannot be asked."""
+    if shutil.which("sinfo") is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["sinfo", "--noheader", "--format=%R"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return frozenset(done.stdout.split())
+
+
+def missing_partitions(wanted: str | None, known: frozenset[str] | None) -> list[str]:
+    """Names in a partition list (``a,b``) the cluster does not have ([] if unknown)."""
+    if not wanted or known is None:
+        return []
+    return [name for name in wanted.split(",") if name and name not in known]
+
+
+def _job_partition() -> str | None:
+    partition = os.environ.get("SLURM_JOB_PARTITION")
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if partition or not job_id or shutil.which("squeue") is None:
+        return partition
+    try:
+        done = subprocess.run(
+            ["squeue", "--noheader", "--format=%P", "--jobs", job_id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def job_partition() -> str | None:
+    """The partition the current Slurm job runs in (None outside Slurm)."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    return _job_partition()
+
+
+def partition_problem(wanted: str | None, where: str = "") -> str | None:
+    """Inside a Slurm job: why it must not measure (wrong or missing partition), else None."""
+    if not wanted or not os.environ.get("SLURM_JOB_ID"):
+        return None
+    actual = job_partition()
+    if actual is None or actual in wanted.split(","):
+        return None
+    missing = missing_partitions(wanted, slurm_partitions())
+    subject = f"Slurm partition '{wanted}'" + (f" ({where})" if where else "")
+    if missing:
+        known = ", ".join(sorted(slurm_partitions() or ())) or "none"
+        return (
+            f"{subject} does not exist on this cluster (partitions: {known}); "
+            f"not measured, this job only records the error (it ran in '{actual}')"
+        )
+    return f"{subject} was asked for, but the job ran in partition '{actual}'; not measured"
