@@ -28,8 +28,8 @@ def test_axes_expand_to_every_combination():
     assert len(sequential) == 2 * 4 * 2 * 2
     assert {p.tier for p in sequential} == {"shm", "disk"}
     names = {p.name for p in sequential}
-    assert "block_size=4k,io_mode=direct,rw=write" in names
-    one = next(p for p in sequential if p.name == "block_size=10M,io_mode=buffered,rw=read")
+    assert "block_size=4k+io_mode=direct+rw=write" in names
+    one = next(p for p in sequential if p.name == "block_size=10M+io_mode=buffered+rw=read")
     assert one.params["block_size"] == "10M" and one.params["size"] == "256MiB"
 
 
@@ -45,7 +45,7 @@ def test_scale_overrides_values_and_axes():
 
 def test_single_point_name():
     assert matrix.point_name({}) == "single"
-    assert matrix.point_name({"b": "1/2", "a": 3}) == "a=3,b=1_2"
+    assert matrix.point_name({"b": "1/2", "a": 3}) == "a=3+b=1_2"
 
 
 def test_repetitions_warmup_first():

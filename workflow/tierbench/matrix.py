@@ -1,7 +1,7 @@
 """Expand a study into its points: tier x workload x parameter axes x repetition.
 
 A parameter given as a list is an axis; every combination of axis values is a
-point. Points get readable names (``block_size=4k,io_mode=direct,rw=write``)
+point. Points get readable names (``block_size=4k+io_mode=direct+rw=write``)
 that become one folder each under ``results/<study>/raw/``. Nothing here
 knows a workload: adding a value to an axis, a tier or a study needs no code.
 """
@@ -169,14 +169,21 @@ def experiment_tiers(experiment: dict, tiers: dict) -> list[str]:
 
 
 def point_name(values: dict) -> str:
-    """Readable, filesystem-safe name of a combination of axis values."""
+    """Readable, filesystem-safe name of a combination of axis values.
+
+    No commas: a job on a cluster gets its wildcards back through Snakemake's
+    ``--target-jobs rule:key=value,key=value``, which splits at every comma
+    (snakemake/snakemake#2366), so a comma inside a point name would cut it.
+    """
     if not values:
         return "single"
     parts = []
     for key in sorted(values):
-        text = str(values[key]).replace("/", "_").replace(",", "_").replace("=", "_")
+        text = str(values[key])
+        for char in "/,=+":
+            text = text.replace(char, "_")
         parts.append(f"{key}={text}")
-    return ",".join(parts)
+    return "+".join(parts)
 
 
 def expand_params(params: dict) -> list[tuple[dict, dict]]:
