@@ -86,9 +86,12 @@ def study_context(results_dir: Path, study: str) -> dict:
         .to_dict("records")
     )
     problems = summary[summary["status"] != "ok"]
+    verdict_path = study_dir / "verdict.json"
+    verdicts = json.loads(verdict_path.read_text())["verdicts"] if verdict_path.exists() else []
     preflight_path = study_dir / "preflight.json"
     preflight = json.loads(preflight_path.read_text()) if preflight_path.exists() else {}
     return {
+        "verdicts": verdicts,
         "warnings": preflight.get("warnings", []),
         "id": study,
         "figures": load_figures(study_dir),
