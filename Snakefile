@@ -25,6 +25,7 @@ include: "workflow/rules/fio.smk"
 include: "workflow/rules/dd.smk"
 include: "workflow/rules/stream.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/paper.smk"
 
 
 rule all:

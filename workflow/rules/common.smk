@@ -39,6 +39,7 @@ PAPER_STUDIES = [
     "eagle_local",
 ]
 RAW = "results/{study}/raw/{workload}/{experiment}/{tier}/{point}/rep{rep}.json"
+REFERENCE_CSVS = sorted(str(p) for p in (BASE / "config/reference").glob("*.csv"))
 #: workload -> the notebook (figure family) that plots it
 FIGURE_FAMILY = {
     "fio": "fio",
@@ -106,7 +107,11 @@ def study_tiers(study):
 
 
 def study_families(study):
-    return sorted({FIGURE_FAMILY[point.workload] for point in study_points(study)})
+    """Figure families of a study; a study that re-runs a document also gets `paper`."""
+    families = {FIGURE_FAMILY[point.workload] for point in study_points(study)}
+    if STUDIES[study].get("document"):
+        families.add("paper")
+    return sorted(families)
 
 
 def point_of(wildcards, workload):
@@ -184,6 +189,9 @@ def report_inputs(studies):
             for s in studies
             for family in study_families(s)
         ],
+        "verdicts": [
+            f"results/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
+        ],
     }
 
 
@@ -208,3 +216,8 @@ def point_resource(workload, name, default=1):
         )
 
     return resource
+
+
+def paper_studies():
+    """The document studies whose files are present, in document order."""
+    return [study for study in PAPER_STUDIES if study in STUDIES]
