@@ -8,12 +8,12 @@ rule verdict:
         reference=REFERENCE_CSVS,
     output:
         "results/{study}/verdict.json",
-    params:
-        document=lambda wildcards: STUDIES[wildcards.study]["document"],
     log:
         "results/{study}/logs/verdict.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        document=lambda wildcards: STUDIES[wildcards.study]["document"],
     shell:
         "python -m tierbench.verdicts --document {params.document}"
         " --summary {input.summary} --out {output} 2> {log}"
@@ -53,13 +53,15 @@ rule paper:
         **report_inputs(paper_studies()),
     output:
         "results/paper.html",
-    params:
-        studies=" ".join(paper_studies()),
-        titles=lambda wildcards: json.dumps({s: study_title(s) for s in paper_studies()}),
     log:
         "results/logs/paper.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        studies=" ".join(paper_studies()),
+        titles=lambda wildcards: json.dumps(
+            {s: study_title(s) for s in paper_studies()}
+        ),
     shell:
         "python -m tierbench.report --results-dir results --studies {params.studies}"
         " --titles {params.titles:q} --out {output} 2> {log}"
