@@ -159,7 +159,7 @@ def rank_write_bytes(cells: int, fmt: str, time: str, index: int) -> int:
 
 
 def approx_bytes_per_cell(fmt: str) -> int:
-    """Payload bytes per cell per write (80 binary, 178 ascii), headers excluded."""
+    """Payload bytes per cell per write (80 binary, 162 ascii), headers excluded."""
     return sum(payload_bytes(name, 1, fmt) for name in FIELDS)
 
 
