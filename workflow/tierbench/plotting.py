@@ -92,3 +92,60 @@ def describe_problems(summary: pd.DataFrame) -> str:
         return ""
     items = [f"{r.tier} {r.point}: {r.status} ({r.reason})" for r in rows.itertuples()]
     return " Not plotted: " + "; ".join(items) + "."
+
+
+#: STREAM kernel a write from /dev/zero compares with: it reads one buffer and
+#: writes another, the two arrays STREAM counts for copy
+CEILING_KERNEL = "copy"
+
+
+def stream_ceiling(summary: pd.DataFrame, kernel: str = CEILING_KERNEL) -> float | None:
+    """Median best rate (MB/s) of a STREAM kernel in a study's summary, or None without one.
+
+    With several STREAM points (e.g. thread counts) the fastest is the ceiling.
+    """
+    rows = summary[
+        (summary["workload"] == "stream")
+        & (summary["status"] == "ok")
+        & (summary["metric"] == f"{kernel}_bandwidth")
+    ]
+    if rows.empty:
+        return None
+    return float(rows["median"].max())
+
+
+def draw_ceiling(ax, value: float | None, label: str | None = None, vertical: bool = False):
+    """A dashed line at the memory ceiling (MB/s), labelled; nothing when ``value`` is None.
+
+    ``vertical=True`` is for charts with throughput on the x axis (horizontal bars).
+    The axis limit grows to keep the line and its label in view.
+    """
+    if value is None:
+        return
+    label = label or f"memory ceiling: STREAM {CEILING_KERNEL} {value / 1000:,.1f} GB/s"
+    style = {"color": "0.25", "linestyle": "--", "linewidth": 1.2, "zorder": 1}
+    if vertical:
+        ax.axvline(value, **style)
+        ax.set_xlim(right=max(ax.get_xlim()[1], value * 1.15))
+        ax.annotate(
+            label,
+            xy=(value, 0.98),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="0.25",
+        )
+    else:
+        ax.axhline(value, **style)
+        ax.set_ylim(top=max(ax.get_ylim()[1], value * 1.4))
+        ax.annotate(
+            label,
+            xy=(0.01, value),
+            xycoords=("axes fraction", "data"),
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            color="0.25",
+        )
