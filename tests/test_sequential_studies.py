@@ -1,0 +1,104 @@
+"""Documents 003 and 004 end to end on the smoke preset, in a scratch copy of the pipeline.
+
+Smoke sizes are a check of the pipeline, not a measurement: these tests assert
+what was run, what was recorded and what the figures say, never a speed.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+KERNELS = ["copy", "scale", "add", "triad"]
+MiB = 1024**2
+MINE = tuple(f"tierbench-{e}-" for e in ("memory", "dd_zero", "dd_blocks", "cliff"))
+
+
+def run_study(pipeline, study):
+    def ours():
+        # run folders are tierbench-<experiment>-<tier>-rep<n>-<id>; other runs may share /dev/shm
+        return {p.name for p in Path("/dev/shm").glob("tierbench-*") if p.name.startswith(MINE)}
+
+    before = ours()
+    start = time.monotonic()
+    pipeline("-c2", "--configfile", f"config/studies/{study}.yaml", "--config", "scale=smoke")
+    elapsed = time.monotonic() - start
+    root = pipeline.root
+    assert not ours() - before, f"run folders left on /dev/shm: {ours() - before}"
+    assert not [p for p in (root / "results/scratch").glob("tierbench-*")]
+    results = pd.read_csv(root / f"results/{study}/results.csv")
+    summary = pd.read_csv(root / f"results/{study}/summary.csv")
+    manifest = json.loads((root / f"results/{study}/figures/sequential/manifest.json").read_text())
+    return results, summary, {entry["name"]: entry for entry in manifest}, elapsed
+
+
+def check_stream(results):
+    stream = results[results["workload"] == "stream"]
+    assert set(stream["tier"]) == {"void"} and (stream["status"] == "ok").all()
+    runs = stream.pivot_table(index="repetition", columns="metric", values="value")
+    assert list(runs.index) == [0, 1, 2, 3]
+    for kernel in KERNELS:
+        # STREAM's own arithmetic: best rate = bytes counted / best time
+        rate = runs[f"{kernel}_bytes"] / runs[f"{kernel}_min_time"] / 1e6
+        assert (rate / runs[f"{kernel}_bandwidth"]).between(0.99, 1.01).all(), kernel
+    assert (runs["array_bytes"] >= 4 * runs["llc_total_bytes"]).all()
+    assert (runs["threads"] == 2).all()
+
+
+def test_tmpfs_advent_smoke(pipeline):
+    results, summary, figures, elapsed = run_study(pipeline, "tmpfs_advent")
+    check_stream(results)
+    dd = results[results["workload"] == "dd"]
+    assert (dd["status"] == "ok").all(), dd[dd["status"] != "ok"][["tier", "reason"]]
+    assert set(dd["tier"]) == {"shm", "disk"} and set(dd["sync"]) == {"buffered", "fdatasync"}
+    written = dd[dd["metric"] == "bytes"]
+    assert (written["value"] == 4 * 10 * MiB).all()  # bs=10M count=4, every run
+    assert len(written) == 2 * 2 * 4  # tiers x sync x (warm-up + 3)
+    assert set(figures) == {"stream_kernels", "dd_tiers_dd_zero"}
+    caption = figures["dd_tiers_dd_zero"]["caption"]
+    for words in (
+        "bs=10M count=4",
+        "conv=fdatasync",
+        "Buffered is dd's plain invocation",
+        "warm-up",
+        "STREAM copy best rate",
+    ):
+        assert words in caption
+    assert "triad" in figures["stream_kernels"]["caption"]
+    png = pipeline.root / "results/tmpfs_advent/figures/sequential/dd_tiers_dd_zero.png"
+    assert png.stat().st_size > 10_000
+    assert (pipeline.root / "results/report.html").exists()
+    print(f"tmpfs_advent smoke: {elapsed:.0f} s")
+
+
+def test_eagle_local_smoke(pipeline):
+    results, summary, figures, elapsed = run_study(pipeline, "eagle_local")
+    check_stream(results)
+    blocks = results[(results["experiment"] == "dd_blocks") & (results["metric"] == "bytes")]
+    assert set(blocks["tier"]) == {"shm", "disk"}
+    by_block = blocks.groupby("block_size")["value"].unique()
+    assert list(by_block["1M"]) == [4 * MiB] and list(by_block["10M"]) == [40 * MiB]
+
+    cliff = results[results["experiment"] == "cliff"]
+    skipped = cliff[cliff["file_fraction"] == 2]
+    assert (skipped["status"] == "skipped").all()
+    assert skipped["reason"].str.contains("above the sweep cap max_file_size=64 MiB").all()
+    measured = cliff[(cliff["file_fraction"] == 0.004) & (cliff["status"] == "ok")]
+    runs = measured.pivot_table(
+        index=["tier", "sync", "repetition"], columns="metric", values="value"
+    )
+    assert len(runs) == 2 * 2 * 4
+    assert ((runs["bytes"] - 0.004 * runs["dirty_limit_bytes"]).abs() <= MiB).all()
+    assert (runs["dirty_background_bytes"] < runs["dirty_limit_bytes"]).all()
+
+    assert set(figures) == {"stream_kernels", "dd_block_sizes_dd_blocks", "cliff_cliff"}
+    caption = figures["cliff_cliff"]["caption"]
+    assert "capped at 64 MiB" in caption and "dirty limit" in caption
+    assert "Not run (recorded as skipped): file_fraction 2" in caption
+    summary_cliff = summary[(summary["experiment"] == "cliff") & (summary["status"] == "skipped")]
+    assert len(summary_cliff) == 2 * 2  # tiers x sync, each with its reason
+    print(f"eagle_local smoke: {elapsed:.0f} s")
