@@ -218,6 +218,128 @@ def point_resource(workload, name, default=1):
     return resource
 
 
+# Resources of the jobs, under the names snakemake-executor-plugin-slurm reads
+# (runtime in minutes, mem_mb, slurm_partition, slurm_extra, mpi, tasks, nodes).
+# The rules are the one place they are declared: no profile sets
+# default-resources or set-resources. Running locally, only `bench` and the
+# threads matter; the rest is ignored.
+from tierbench import cluster  # noqa: E402
+
+HARDWARE = (
+    matrix.load_hardware(config["hardware"], BASE / "config/hardware")
+    if config.get("hardware")
+    else {}
+)
+_WARNED_PARTITIONS = set()
+
+
+def executor_name():
+    """'local', 'slurm' (submitting), 'slurm-jobstep' (inside a Slurm job), ..."""
+    plugin = workflow.executor_plugin
+    return plugin.name if plugin is not None else None
+
+
+def _workload_estimate(workload, name, params):
+    import importlib
+
+    estimate = getattr(
+        importlib.import_module(f"tierbench.workloads.{workload}"), name, None
+    )
+    return estimate(params) if estimate else None
+
+
+def bench_slots(workload):
+    """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = side by side."""
+
+    def slots(wildcards):
+        tier = TIERS[point_of(wildcards, workload).tier]
+        return cluster.bench_slots(executor_name(), bool(config.get("exclusive")), tier)
+
+    return slots
+
+
+def bench_runtime(workload):
+    """Resource `runtime` (minutes): from the workload's `runtime_s(params)` estimate."""
+
+    def runtime(wildcards):
+        params = point_of(wildcards, workload).params
+        return cluster.runtime_minutes(
+            _workload_estimate(workload, "runtime_s", params)
+        )
+
+    return runtime
+
+
+def bench_mem_mb(workload):
+    """Resource `mem_mb`: what the point writes (tmpfs data or page cache) plus a base."""
+    from tierbench.units import parse_size
+
+    node_memory = parse_size(HARDWARE["memory"]) if HARDWARE.get("memory") else None
+
+    def mem_mb(wildcards):
+        params = point_of(wildcards, workload).params
+        return cluster.memory_mb(
+            _workload_estimate(workload, "planned_bytes", params) or 0,
+            _workload_estimate(workload, "mem_mb", params) or 0,
+            node_memory,
+        )
+
+    return mem_mb
+
+
+def bench_mem_mb_per_cpu(workload):
+    """Resource `mem_mb_per_cpu` for MPI jobs: `mem_mb` spread over the tasks, so
+    each `srun --exact` launch in the allocation gets its share and ensemble
+    members start together instead of waiting for the first one's memory."""
+    total = bench_mem_mb(workload)
+    tasks = point_resource(workload, "tasks")
+
+    def mem_mb_per_cpu(wildcards):
+        return -(-total(wildcards) // max(1, tasks(wildcards)))
+
+    return mem_mb_per_cpu
+
+
+def bench_slurm_extra(wildcards):
+    """Resource `slurm_extra`: whole nodes for benchmark jobs with `exclusive: true`."""
+    return cluster.slurm_extra(bool(config.get("exclusive")))
+
+
+def slurm_partition(wildcards):
+    """Resource `slurm_partition`: the tier's partition, else the hardware file's.
+
+    When submitting to Slurm, a partition the cluster does not have is left
+    out (the job goes to the default partition) and the job, which knows its
+    point's partition from the spec, records the point as failed with the
+    reason instead of measuring: one clear error per point, the rest runs.
+    """
+    tier = wildcards.get("tier")
+    wanted = (
+        TIERS[tier].get("partition") if tier in TIERS else HARDWARE.get("partition")
+    )
+    if not wanted or executor_name() != "slurm":
+        return wanted or ""
+    missing = cluster.missing_partitions(wanted, cluster.slurm_partitions())
+    if not missing:
+        return wanted
+    if wanted not in _WARNED_PARTITIONS:
+        _WARNED_PARTITIONS.add(wanted)
+        known = ", ".join(sorted(cluster.slurm_partitions()))
+        logger.warning(
+            f"Slurm partition '{wanted}' of hardware file {config.get('hardware')} does not "
+            f"exist on this cluster (partitions: {known}). Its jobs go to the default "
+            "partition and record their points as failed, with this reason."
+        )
+    return ""
+
+
+def mpi_launcher(wildcards):
+    """Resource `mpi`: `srun --mpi=pmix` under Slurm, `mpiexec` locally
+    (or the hardware file's `mpi`). Use as `{resources.mpi} -n {resources.tasks} ...`.
+    """
+    return cluster.mpi_launcher(executor_name(), HARDWARE)
+
+
 def paper_studies():
     """The document studies whose files are present, in document order."""
     return [study for study in PAPER_STUDIES if study in STUDIES]

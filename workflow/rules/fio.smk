@@ -11,8 +11,14 @@ rule fio:
         "results/{study}/logs/fio/{experiment}/{tier}/{point}/rep{rep}.log",
     conda:
         "../../envs/fio.yaml"
+    threads: point_resource("fio", "threads")
     resources:
-        bench=1,
+        bench=bench_slots("fio"),
+        runtime=bench_runtime("fio"),
+        mem_mb=bench_mem_mb("fio"),
+        nodes=1,
+        slurm_partition=slurm_partition,
+        slurm_extra=bench_slurm_extra,
     params:
         spec=run_spec("fio"),
     shell:

@@ -9,6 +9,10 @@ rule preflight:
         "results/{study}/logs/preflight.log",
     conda:
         "../../envs/python.yaml"
+    resources:
+        runtime=10,
+        mem_mb=1000,
+        slurm_partition=slurm_partition,
     params:
         spec=preflight_spec,
     shell:
@@ -25,6 +29,10 @@ rule probe:
         "results/{study}/logs/probe.log",
     conda:
         "../../envs/python.yaml"
+    resources:
+        runtime=10,
+        mem_mb=1000,
+        slurm_partition=slurm_partition,
     params:
         tiers=lambda wildcards: json.dumps(
             {name: TIERS[name] for name in study_tiers(wildcards.study)}

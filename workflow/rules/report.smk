@@ -1,6 +1,14 @@
 """From raw records to a tidy table, figures and one self-contained report."""
 
 
+# Small jobs on the files of the run: on a cluster they run where Snakemake
+# runs instead of waiting in the queue.
+localrules:
+    aggregate,
+    figures,
+    report,
+
+
 rule aggregate:
     """Tidy rows of every run, and median and spread of every point."""
     input:
