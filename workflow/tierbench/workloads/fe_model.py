@@ -74,8 +74,8 @@ class Bar:
     """Geometry, mesh and loading of the bar."""
 
     elements: int = 10
-    increments: int = 50
-    max_strain: float = 0.05
+    increments: int = 40
+    max_strain: float = 0.02
     unload: bool = True
     tolerance: float = 1e-8
     max_iterations: int = 12

@@ -31,7 +31,7 @@ class Settings:
     crossover_rate: float = 0.9
     blend: float = 0.3  # BLX-alpha: children may land this far outside their parents
     mutation_rate: float | None = None  # per gene; None = 1 / number of genes
-    mutation_scale: float = 0.1  # standard deviation, as a fraction of the bounds
+    mutation_scale: float = 0.1  # standard deviation in the 2nd generation, fraction of the bounds
     seed: int = 1
 
     def check(self) -> None:
@@ -92,7 +92,9 @@ def optimise(
     evaluations = len(population)
     history = [float(fitness.min())]
     for generation in range(1, settings.generations):
-        children = breed(rng, population, fitness, settings, mutation_rate)
+        # non-uniform mutation: steps shrink as the search goes on (explore, then refine)
+        scale = settings.mutation_scale * (1.0 - generation / settings.generations)
+        children = breed(rng, population, fitness, settings, mutation_rate, scale)
         child_fitness = fitness_of(children, generation)
         evaluations += len(children)
         population, fitness = survivors(
@@ -114,6 +116,7 @@ def breed(
     fitness: np.ndarray,
     settings: Settings,
     mutation_rate: float,
+    mutation_scale: float,
 ) -> np.ndarray:
     children = []
     while len(children) < settings.population:
@@ -127,7 +130,7 @@ def breed(
             children += [a.copy(), b.copy()]
     children = np.asarray(children[: settings.population])
     mutate = rng.random(children.shape) < mutation_rate
-    children = children + mutate * rng.normal(0.0, settings.mutation_scale, children.shape)
+    children = children + mutate * rng.normal(0.0, mutation_scale, children.shape)
     return np.clip(children, 0.0, 1.0)
 
 
