@@ -1,0 +1,20 @@
+"""fe_proxy: a genetic algorithm over a non-linear FE model, solver output on the tier."""
+
+
+rule fe_proxy:
+    """One repetition of one fe_proxy point: the whole optimisation on `cores` workers."""
+    input:
+        unpack(benchmark_inputs("fe_proxy")),
+    output:
+        "results/{study}/raw/fe_proxy/{experiment}/{tier}/{point}/rep{rep}.json",
+    log:
+        "results/{study}/logs/fe_proxy/{experiment}/{tier}/{point}/rep{rep}.log",
+    conda:
+        "../../envs/fe.yaml"
+    threads: point_resource("fe_proxy", "threads")
+    resources:
+        bench=1,
+    params:
+        spec=run_spec("fe_proxy"),
+    shell:
+        "python -m tierbench.workloads.fe_proxy --spec {params.spec:q} --out {output} 2> {log}"
