@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -335,11 +334,16 @@ def purge(root: Path, kept: list[str], keep: int) -> WriteCount:
         return count
     while len(kept) > keep:
         oldest = root / kept.pop(0)
-        for _, dirs, files in os.walk(oldest):
+        # one bottom-up pass that removes and counts (rmtree would walk it again)
+        for here, dirs, files in os.walk(oldest, topdown=False):
+            for name in files:
+                os.unlink(os.path.join(here, name))
+            for name in dirs:
+                os.rmdir(os.path.join(here, name))
             count.files_removed += len(files)
             count.dirs_removed += len(dirs)
+        os.rmdir(oldest)
         count.dirs_removed += 1
-        shutil.rmtree(oldest)
     return count
 
 
