@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
+from .mounts import BINDFS, default_method
 from .units import parse_size
 
 VOID = "void"
@@ -112,7 +113,44 @@ def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -
                 f"tiers.{name}: path {spec['path']} is also the path of tier {paths[spec['path']]}"
             )
         paths[spec["path"]] = name
+    for name, spec in resolved.items():
+        if spec.get("backing"):
+            _resolve_backing(name, spec, resolved)
     return resolved
+
+
+def _resolve_backing(name: str, spec: dict, tiers: dict) -> None:
+    """A tier mounted at run time over a folder of its backing tier (see tierbench.mounts).
+
+    Adds the backing tier's path and class and the mount method; the tier's
+    cap is the smaller of its own and its backing tier's, since the data lands
+    on the backing tier.
+    """
+    backing = spec["backing"]
+    target = tiers.get(backing)
+    if target is None:
+        raise ConfigError(
+            f"tiers.{name}.backing: no tier named {backing} (defined: {', '.join(tiers)})"
+        )
+    if target["class"] == VOID or target.get("backing"):
+        raise ConfigError(
+            f"tiers.{name}.backing: {backing} has no folder of its own to mount "
+            "(it is the void or is itself mounted at run time)"
+        )
+    method = spec.get("mount") or default_method(spec["class"])
+    if (method == BINDFS) != (spec["class"] == "fuse"):
+        raise ConfigError(
+            f"tiers.{name}.mount: a {method} mount needs class "
+            + ("fuse" if method == BINDFS else f"{target['class']} (what the backing tier is)")
+            + f", not {spec['class']}"
+        )
+    caps = [cap for cap in (spec["max_bytes"], target["max_bytes"]) if cap is not None]
+    spec.update(
+        mount=method,
+        backing_path=target["path"],
+        backing_class=target["class"],
+        max_bytes=min(caps) if caps else None,
+    )
 
 
 def load_hardware(name: str, hardware_dir: str | os.PathLike) -> dict:
@@ -152,12 +190,16 @@ def experiment_tiers(experiment: dict, tiers: dict) -> list[str]:
     """Tier names of an experiment; ``all`` (alone or in a list) is every tier but the void.
 
     Studies name ``all`` rather than this machine's tier names, so the same
-    study file runs on any hardware file.
+    study file runs on any hardware file. Tiers mounted at run time over
+    another tier (``backing``) are views, not storage: ``all`` leaves them
+    out and ``mounts`` (in a list) names every one of them.
     """
     chosen = experiment.get("tiers", "all")
     chosen = [chosen] if isinstance(chosen, str) else list(chosen)
     every = [name for name, spec in tiers.items() if spec["class"] != VOID]
-    chosen = [name for item in chosen for name in (every if item == "all" else [item])]
+    views = [name for name in every if tiers[name].get("backing")]
+    groups = {"all": [name for name in every if name not in views], "mounts": views}
+    chosen = [name for item in chosen for name in groups.get(item, [item])]
     chosen = list(dict.fromkeys(chosen))
     missing = [name for name in chosen if name not in tiers]
     if missing:
@@ -260,6 +302,13 @@ def run_spec(point: Point, tier_spec: dict, repetition: int, description: str = 
         "phase": "warmup" if repetition == 0 else "measured",
         "description": description,
     }
+    if tier_spec.get("backing"):
+        # mounted for the job by the runner (tierbench.mounts)
+        spec.update(
+            backing=tier_spec["backing"],
+            backing_path=tier_spec["backing_path"],
+            mount=tier_spec["mount"],
+        )
     if tier_spec.get("partition"):
         # checked inside the job: a point never measures nodes of another partition
         spec["slurm_partition"] = tier_spec["partition"]

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import mounts
 from .probe import probe_tier
 from .rundir import free_bytes, sweep_stale
 from .units import format_size
@@ -122,6 +123,41 @@ def check_tier(name: str, tier: dict, sizes: list[int], safety: float) -> tuple[
     return problems, warnings
 
 
+def check_mounted_tier(name: str, tier: dict, sizes: list[int], safety: float) -> tuple[list, list]:
+    """A tier mounted at run time (``backing``): the folder its mount points go in,
+    the backing tier that holds the data, and the mount tool.
+
+    A missing mount tool (bindfs, /dev/fuse, root for mount --bind) is a
+    warning: the tier's points are recorded as skipped and the rest runs.
+    """
+    warnings = [
+        f"tier {name}: unmounted {point}, left mounted by an interrupted run"
+        for point in mounts.sweep_stale_mounts(tier["path"])
+    ]
+    # the mount points' folder only needs to be a writable directory; the data's
+    # file system and free space are the backing tier's
+    holder = {"path": tier["path"], "class": "mount points"}
+    problems, found = check_tier(name, holder, [], safety)
+    warnings += found
+    backing = {
+        "path": tier["backing_path"],
+        "class": tier["backing_class"],
+        "max_bytes": tier.get("max_bytes"),
+    }
+    found_problems, found = check_tier(
+        f"{name} (backing tier {tier['backing']})", backing, sizes, safety
+    )
+    problems += found_problems
+    warnings += found
+    reason = mounts.unavailable(tier["mount"])
+    if reason and sizes:
+        warnings.append(
+            f"tier {name}: it is mounted with {tier['mount']}, but {reason}; "
+            f"its {len(sizes)} points will be recorded as skipped"
+        )
+    return problems, warnings
+
+
 def check_tools(workloads: set[str]) -> list[str]:
     problems = []
     for tool in sorted({tool for workload in workloads for tool in TOOLS.get(workload, [])}):
@@ -141,9 +177,8 @@ def run_preflight(spec: dict) -> dict:
         sizes.setdefault(point["tier"], []).append(size)
     problems, warnings = [], []
     for name, tier in spec["tiers"].items():
-        tier_problems, tier_warnings = check_tier(
-            name, tier, sizes.get(name, []), spec["safety_factor"]
-        )
+        check = check_mounted_tier if tier.get("backing_path") else check_tier
+        tier_problems, tier_warnings = check(name, tier, sizes.get(name, []), spec["safety_factor"])
         problems += tier_problems
         warnings += tier_warnings
     problems += check_tools({point["workload"] for point in spec["points"]})

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cluster, probe
+from . import cluster, mounts, probe
 from .errors import PointFailed, PointNotApplicable, PointSkipped
 from .records import FAILED, NOT_APPLICABLE, SKIPPED, no_value, utc_now
 from .rundir import RunFolder, sweep_stale
@@ -65,6 +65,18 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
             raise PointFailed(wrong_partition)
         if spec["tier_class"] == "void":
             metrics = run(job)
+        elif spec.get("backing_path"):
+            # a view of another tier (bindfs, mount --bind): mounted for this job only
+            for stale in mounts.sweep_stale_mounts(spec["tier_path"]):
+                job.log(f"unmounted {stale}, left mounted by an interrupted run")
+            for path in (spec["tier_path"], spec["backing_path"]):
+                for stale in sweep_stale(path):
+                    job.log(f"removed {stale}, left by an interrupted run")
+            with mounts.MountedFolder(spec, label, job.log) as folder:
+                job.folder = folder
+                job.extra["mount"] = folder.record
+                job.log(f"run folder {folder.path}, mounted from {folder.record['backing_folder']}")
+                metrics = run(job)
         else:
             # A run killed earlier (SIGKILL, node failure) left its folder; a re-run
             # does not repeat the preflight, so every job sweeps its tier first.
