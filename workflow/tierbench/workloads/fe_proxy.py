@@ -242,7 +242,6 @@ class Disk:
         self.seconds = 0.0
         self.bytes = 0
         self.files = 0
-        self.open_files: dict[str, object] = {}
         self._paths: set[Path] = set()
 
     def _inside(self, path: Path) -> Path:
@@ -390,13 +389,13 @@ class SolverOutput:
 
     def __init__(self, disk: Disk, folder: Path, label: str, output: Output):
         self.disk, self.folder, self.label, self.output = disk, folder, label, output
-        stem = folder / "job"
         self.handles = {}
-        for suffix in (".msg", ".sta", ".odb"):
-            self.handles[suffix] = disk.open(stem.with_suffix(suffix), "ab")
-        self.restart = stem.with_suffix(".res")
+        self.restart = folder / "job.res"
 
     def start(self) -> None:
+        """Open the files kept open during the analysis and write their headers."""
+        for suffix in (".msg", ".sta", ".odb"):
+            self.handles[suffix] = self.disk.open(self.folder / f"job{suffix}", "ab")
         self._text(
             ".sta",
             f" tierbench fe_proxy {self.label}\n"
