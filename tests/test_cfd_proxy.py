@@ -430,9 +430,9 @@ def test_smoke_study_end_to_end(pipeline):
     files = summary[summary["metric"] == "files_created"].set_index(
         ["tier", "experiment", "ensemble", "write_interval"]
     )["median"]
-    # 2 ranks x 20 writes x 8 files per member; collated: 20 writes x 8 files
-    assert files[("shm", "single_vs_ensemble", 1, "1")] == 2 * 20 * 8
-    assert files[("disk", "single_vs_ensemble", 2, "1")] == 2 * 2 * 20 * 8
+    # 1 rank x 20 writes x 8 files per member; collated: 20 writes x 8 files
+    assert files[("shm", "single_vs_ensemble", 1, "1")] == 20 * 8
+    assert files[("disk", "single_vs_ensemble", 2, "1")] == 2 * 20 * 8
     assert files[("shm", "file_handler", 1, "1")] == 20 * 8
     assert files[("shm", "single_vs_ensemble", 1, "none")] == 0
     # same-run relation, not a speed: writing every step costs time on every tier
@@ -444,7 +444,7 @@ def test_smoke_study_end_to_end(pipeline):
     manifest = json.loads((study / "figures/cfd/manifest.json").read_text())
     names = {entry["name"] for entry in manifest}
     assert names == {
-        "cfd_time_per_step", "cfd_single_vs_ensemble_ranks2", "cfd_bandwidth", "cfd_file_handler",
+        "cfd_time_per_step", "cfd_single_vs_ensemble_ranks1", "cfd_bandwidth", "cfd_file_handler",
     }  # fmt: skip
     assert all(entry["caption"] for entry in manifest)
     assert (study / "figures/cfd/cfd_bandwidth.csv").is_file()
