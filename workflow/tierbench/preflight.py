@@ -5,6 +5,11 @@ directory, is the file system its class claims, has the free space the largest
 point needs times a safety factor) and that every tool the study's workloads
 need is installed. Every problem is listed, one line each, and the run stops
 before any job writes to a tier.
+
+Inside a Slurm job the preflight sees one node of many: problems of a
+node-local tier (not ``shared``) are warnings there, since every benchmark job
+checks its tier again on its own node and records a point it cannot run as
+failed, with the reason, while the other points complete.
 """
 
 from __future__ import annotations
@@ -176,9 +181,17 @@ def run_preflight(spec: dict) -> dict:
         size = planned_bytes(point["workload"], point["params"])
         sizes.setdefault(point["tier"], []).append(size)
     problems, warnings = [], []
+    on_cluster_node = bool(os.environ.get("SLURM_JOB_ID"))
     for name, tier in spec["tiers"].items():
         check = check_mounted_tier if tier.get("backing_path") else check_tier
         tier_problems, tier_warnings = check(name, tier, sizes.get(name, []), spec["safety_factor"])
+        if on_cluster_node and not tier.get("shared"):
+            node = os.environ.get("SLURMD_NODENAME", "this node")
+            tier_warnings += [
+                f"{problem} (on {node}; each benchmark job checks the tier on its own node)"
+                for problem in tier_problems
+            ]
+            tier_problems = []
         problems += tier_problems
         warnings += tier_warnings
     problems += check_tools({point["workload"] for point in spec["points"]})
