@@ -4,8 +4,12 @@
 rule cfd_proxy:
     """One repetition of one cfd_proxy point: ensemble x ranks MPI processes.
 
-    The launcher is the `mpi` resource (mpiexec here; a Slurm profile sets
-    `srun --mpi=pmix`); `tasks` is every rank of every ensemble member.
+    The launcher is the `mpi` resource (`mpiexec` locally, `srun --mpi=pmix`
+    under the Slurm executor, see mpi_launcher in common.smk); `tasks` is
+    every rank of every ensemble member, all in one allocation. Memory is
+    asked per CPU so that each member's `srun --exact` gets its share and the
+    members run side by side; no `nodes`, so Slurm may spread a large
+    ensemble over several nodes.
     """
     input:
         unpack(benchmark_inputs("cfd_proxy")),
@@ -17,10 +21,14 @@ rule cfd_proxy:
         "../../envs/cfd.yaml"
     threads: point_resource("cfd_proxy", "threads")
     resources:
-        bench=1,
-        mpi="mpiexec",
+        bench=bench_slots("cfd_proxy"),
+        mpi=mpi_launcher,
         tasks=point_resource("cfd_proxy", "tasks"),
         cpus_per_task=1,
+        runtime=bench_runtime("cfd_proxy"),
+        mem_mb_per_cpu=bench_mem_mb_per_cpu("cfd_proxy"),
+        slurm_partition=slurm_partition,
+        slurm_extra=bench_slurm_extra,
     params:
         spec=run_spec("cfd_proxy"),
     shell:
