@@ -15,9 +15,10 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from conftest import FIXTURES
-from tierbench import preflight
+from conftest import FIXTURES, REPO
+from tierbench import matrix, preflight
 from tierbench.errors import PointFailed
 from tierbench.runner import run_job
 from tierbench.workloads import pv
@@ -166,3 +167,63 @@ def test_missing_pv_stops_the_preflight_with_the_package_to_install(tmp_path, mo
     said = capsys.readouterr().err
     assert code == 1 and not Path(out).exists()
     assert "tool pv is not installed" in said and "apt-get install -y pv" in said
+
+
+# --- the study of document 002 --------------------------------------------------------------
+
+
+def load_ramdisk_macos():
+    config = matrix.load_yaml(REPO / "config/config.yaml")
+    return config, matrix.load_study(REPO / "config/studies/ramdisk_macos.yaml", config)
+
+
+def test_study_has_the_documents_sinks_size_and_repetitions():
+    config, study = load_ramdisk_macos()
+    tiers = matrix.resolve_tiers(config, REPO / "config/hardware", str(REPO))
+    assert study["repetitions"] == 10 and study["document"] == "002"
+    points = [p for p in matrix.expand_study(study, tiers, "full") if p.workload == "pv"]
+    assert [p.tier for p in points] == ["void", "shm", "disk", "shm_fuse", "shm_bind"]
+    assert {pv.planned_bytes(p.params) for p in points} == {450 * MiB}
+    smoke = [p for p in matrix.expand_study(study, tiers, "smoke") if p.workload == "pv"]
+    assert {pv.planned_bytes(p.params) for p in smoke} == {16 * MiB}
+
+
+def test_study_runs_on_a_hardware_file_without_views():
+    config, study = load_ramdisk_macos()
+    tiers = matrix.resolve_tiers(
+        {**config, "hardware": "workstation"}, REPO / "config/hardware", str(REPO)
+    )
+    points = matrix.expand_study(study, tiers, "smoke")
+    assert {p.tier for p in points if p.workload == "pv"} == {"void", "shm", "tmp", "nvme"}
+
+
+@pytest.mark.e2e
+def test_ramdisk_macos_smoke_end_to_end(pipeline):
+    pipeline("-c2", "--configfile", "config/studies/ramdisk_macos.yaml", "--config", "scale=smoke")
+    root = pipeline.root
+    study = root / "results/ramdisk_macos"
+    summary = pd.read_csv(study / "summary.csv")
+    rates = summary[(summary["workload"] == "pv") & (summary["metric"] == "throughput")]
+    measured = set(rates[rates["status"] == "ok"]["tier"])
+    assert {"void", "shm", "disk"} <= measured
+    for view in ("shm_fuse", "shm_bind"):
+        rows = summary[(summary["workload"] == "pv") & (summary["tier"] == view)]
+        if view not in measured:  # no bindfs / not root here: skipped, with the reason
+            assert set(rows["status"]) == {"skipped"} and rows["reason"].str.len().min() > 10
+    assert (rates[rates["status"] == "ok"]["n"] == 10).all()
+    # same-run ratios only: the void is faster than any file sink, and bindfs is the slowest
+    ok = rates[rates["status"] == "ok"].set_index("tier")["median"]
+    assert ok["void"] > max(ok.drop("void"))
+    if "shm_fuse" in ok:
+        assert ok["shm_fuse"] == ok.min()
+    manifest = json.loads((study / "figures/pv/manifest.json").read_text())
+    assert [entry["name"] for entry in manifest] == ["pv_sinks", "pv_vs_document"]
+    assert all((study / "figures/pv" / entry["png"]).stat().st_size > 10_000 for entry in manifest)
+    assert "16 MiB" in manifest[0]["caption"] and "no fsync" in manifest[0]["caption"]
+    assert "warm-up" in manifest[0]["caption"]
+    assert (root / "results/report.html").stat().st_size > 0
+    # every mount undone, every run folder removed
+    assert not [
+        line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(root) in line
+    ]
+    assert [p for p in (root / "results/mounts").rglob("*") if p.is_file()] == []
