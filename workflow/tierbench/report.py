@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, is_undefined, select_autoescape
 
 from . import __version__
 from .records import utc_now
@@ -114,7 +114,10 @@ def render(results_dir: Path, studies: list[str], titles: dict[str, str], extra=
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"])
     )
-    env.filters["size"] = lambda v: "–" if v in (None, "") else format_size(float(v))
+    # a tier without a folder (the void, /dev/null) has no free_bytes in its provenance
+    env.filters["size"] = lambda v: (
+        "–" if is_undefined(v) or v in (None, "") else format_size(float(v))
+    )
     env.filters["number"] = number
     contexts = []
     for study in studies:
