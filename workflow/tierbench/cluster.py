@@ -40,14 +40,25 @@ BASE_MEM_MB = 1000
 
 
 def on_slurm(executor: str | None) -> bool:
+    """Jobs go to Slurm (the Slurm executor submits them, or runs them as a job step)."""
     return executor in SLURM_EXECUTORS
 
 
+def in_slurm_job() -> bool:
+    return bool(os.environ.get("SLURM_JOB_ID"))
+
+
 def mpi_launcher(executor: str | None, hardware: dict) -> str:
-    """The command before ``-n <ranks> program``: the hardware file's, else per executor."""
+    """The command before ``-n <ranks> program``: the hardware file's, else by where it runs.
+
+    The shell command of a Slurm job is formatted by a Snakemake running inside
+    the job with the local executor, so "inside a Slurm job" counts as Slurm
+    too. Open MPI's own mpiexec does not work there: the job step executor
+    removes SLURM_NODELIST, which its Slurm support needs.
+    """
     if hardware.get("mpi"):
         return hardware["mpi"]
-    return SLURM_MPI if on_slurm(executor) else LOCAL_MPI
+    return SLURM_MPI if on_slurm(executor) or in_slurm_job() else LOCAL_MPI
 
 
 def runtime_minutes(estimate_s: float | None) -> int:
