@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import pytest
 import yaml
 from conftest import REPO
 from slurm_cluster import ClusterError, LocalSlurm, install, install_command, missing_packages
+from tierbench.report import id_ranges
 
 pytestmark = pytest.mark.slurm
 
@@ -154,9 +154,15 @@ def test_smoke_study_runs_as_slurm_jobs(pipeline, slurm, monkeypatch):
     tiers = json.loads((root / "results/default/provenance/tiers.json").read_text())
     assert tiers["host"]["slurm_job_id"] and tiers["host"]["slurm_job_id"] not in ids
 
+    # the report says per tier and node which jobs ran there and what they saw
+    nodes = json.loads((root / "results/default/provenance/nodes.json").read_text())
+    assert {n["tier"] for n in nodes} == {"shm", "disk"}
+    assert sorted((i for n in nodes for i in n["slurm_job_ids"]), key=int) == sorted(ids, key=int)
     html = (root / "results/report.html").read_text()
-    for job_id in ids:
-        assert re.search(rf"\b{job_id}\b", html), f"Slurm job {job_id} not in the report"
+    for node in nodes:
+        assert node["host"] == socket.gethostname() and node["fs_type"]
+        assert node["slurm_partition"] == slurm.partition
+        assert f"{len(node['slurm_job_ids'])}: {id_ranges(node['slurm_job_ids'])}" in html
     print(f"smoke study on Slurm: {len(ids)} benchmark jobs in {elapsed:.0f} s")
 
 

@@ -184,6 +184,7 @@ def report_inputs(studies):
         "summaries": [f"results/{s}/summary.csv" for s in studies],
         "results": [f"results/{s}/results.csv" for s in studies],
         "provenance": [f"results/{s}/provenance/tiers.json" for s in studies],
+        "nodes": [f"results/{s}/provenance/nodes.json" for s in studies],
         "figures": [
             f"results/{s}/figures/{family}"
             for s in studies

@@ -21,6 +21,7 @@ rule aggregate:
             caption="../report/results.rst",
         ),
         summary="results/{study}/summary.csv",
+        nodes="results/{study}/provenance/nodes.json",
     log:
         "results/{study}/logs/aggregate.log",
     conda:
@@ -29,7 +30,7 @@ rule aggregate:
         noise=config.get("noise_threshold", 0.25),
     shell:
         "python -m tierbench.aggregate --results {output.results} --summary {output.summary}"
-        " --noise-threshold {params.noise} {input} 2> {log}"
+        " --nodes {output.nodes} --noise-threshold {params.noise} {input} 2> {log}"
 
 
 rule figures:

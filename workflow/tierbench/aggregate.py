@@ -66,6 +66,42 @@ def load_records(paths: list[str]) -> pd.DataFrame:
     return frame[LEADING_COLUMNS + params + TRAILING_COLUMNS]
 
 
+def node_provenance(paths: list[str]) -> list[dict]:
+    """Each tier as its benchmark jobs saw it, per node: the probe made inside every job.
+
+    On a cluster a node-local tier is a different device on every node; this,
+    not the study's probe job, says what a number was measured on.
+    """
+    groups: dict[tuple, dict] = {}
+    for path in paths:
+        record = json.loads(Path(path).read_text())
+        spec, context = record["spec"], record.get("context", {})
+        host, tier = context.get("host", {}), context.get("tier", {})
+        device = tier.get("block_device") or {}
+        key = (spec["tier"], host.get("host", ""), tier.get("fs_type"), tier.get("source"))
+        entry = groups.setdefault(
+            key,
+            {
+                "tier": spec["tier"],
+                "host": host.get("host", ""),
+                "slurm_partition": spec.get("slurm_partition", ""),
+                "fs_type": tier.get("fs_type"),
+                "mount_point": tier.get("mount_point"),
+                "source": tier.get("source"),
+                "device": device.get("device"),
+                "model": device.get("model"),
+                "runs": 0,
+                "slurm_job_ids": [],
+            },
+        )
+        entry["runs"] += 1
+        if host.get("slurm_job_id"):
+            entry["slurm_job_ids"].append(str(host["slurm_job_id"]))
+    for entry in groups.values():
+        entry["slurm_job_ids"] = sorted(set(entry["slurm_job_ids"]), key=lambda i: (len(i), i))
+    return sorted(groups.values(), key=lambda e: (e["tier"], e["host"]))
+
+
 def param_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if c not in LEADING_COLUMNS and c not in TRAILING_COLUMNS]
 
@@ -157,10 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", required=True)
     parser.add_argument("--summary", required=True)
     parser.add_argument("--noise-threshold", type=float, default=0.25)
+    parser.add_argument("--nodes", help="JSON: each tier as seen from inside its jobs, per node")
     parser.add_argument("raw", nargs="+")
     args = parser.parse_args(argv)
     frame = load_records(args.raw)
     frame.to_csv(args.results, index=False)
+    if args.nodes:
+        Path(args.nodes).write_text(json.dumps(node_provenance(args.raw), indent=1) + "\n")
     summary = summarise(frame, args.noise_threshold)
     summary.to_csv(args.summary, index=False)
     noisy = int(summary["noisy"].fillna(False).astype(bool).sum())

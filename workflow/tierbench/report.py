@@ -75,16 +75,42 @@ def medians_table(summary: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def id_ranges(ids: list[str]) -> str:
+    """Slurm job ids as runs of consecutive numbers: 12–15, 17."""
+    numbers = sorted({int(i) for i in ids if str(i).isdigit()})
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def node_rows(study_dir: Path, results: pd.DataFrame) -> list[dict]:
+    """Where the benchmark jobs ran: per tier and node, the probe made inside the jobs."""
+    path = study_dir / "provenance" / "nodes.json"
+    if path.exists():
+        rows = json.loads(path.read_text())
+    else:  # results from before nodes.json: host and job ids only
+        ids = results.get("slurm_job_id", pd.Series(dtype=str)).fillna("").astype(str)
+        frame = results.assign(slurm_job_id=ids.str.replace(r"\.0$", "", regex=True))
+        rows = [
+            {"tier": tier, "host": host, "slurm_job_ids": sorted(set(group["slurm_job_id"]) - {""})}
+            for (tier, host), group in frame.groupby(["tier", "host"], sort=True)
+        ]
+    for row in rows:
+        row["jobs"] = id_ranges(row.get("slurm_job_ids", []))
+        row["job_count"] = len(row.get("slurm_job_ids", []))
+    return rows
+
+
 def study_context(results_dir: Path, study: str) -> dict:
     study_dir = results_dir / study
     summary = pd.read_csv(study_dir / "summary.csv")
     results = pd.read_csv(study_dir / "results.csv")
     provenance = json.loads((study_dir / "provenance" / "tiers.json").read_text())
-    nodes = (
-        results.drop_duplicates(["host", "tier", "slurm_job_id"])[["host", "tier", "slurm_job_id"]]
-        .fillna("")
-        .to_dict("records")
-    )
+    nodes = node_rows(study_dir, results)
     problems = summary[summary["status"] != "ok"]
     verdict_path = study_dir / "verdict.json"
     verdicts = json.loads(verdict_path.read_text())["verdicts"] if verdict_path.exists() else []
