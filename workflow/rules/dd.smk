@@ -12,7 +12,12 @@ rule dd:
     conda:
         "../../envs/dd.yaml"
     resources:
-        bench=1,
+        bench=bench_slots("dd"),
+        runtime=bench_runtime("dd"),
+        mem_mb=bench_mem_mb("dd"),
+        nodes=1,
+        slurm_partition=slurm_partition,
+        slurm_extra=bench_slurm_extra,
     params:
         spec=run_spec("dd"),
     shell:

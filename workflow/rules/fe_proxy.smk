@@ -13,7 +13,12 @@ rule fe_proxy:
         "../../envs/fe.yaml"
     threads: point_resource("fe_proxy", "threads")
     resources:
-        bench=1,
+        bench=bench_slots("fe_proxy"),
+        runtime=bench_runtime("fe_proxy"),
+        mem_mb=bench_mem_mb("fe_proxy"),
+        nodes=1,
+        slurm_partition=slurm_partition,
+        slurm_extra=bench_slurm_extra,
     params:
         spec=run_spec("fe_proxy"),
     shell:

@@ -12,7 +12,12 @@ rule pv:
     conda:
         "../../envs/pv.yaml"
     resources:
-        bench=1,
+        bench=bench_slots("pv"),
+        runtime=bench_runtime("pv"),
+        mem_mb=bench_mem_mb("pv"),
+        nodes=1,
+        slurm_partition=slurm_partition,
+        slurm_extra=bench_slurm_extra,
     params:
         spec=run_spec("pv"),
     shell:

@@ -13,7 +13,12 @@ rule stream:
         "../../envs/stream.yaml"
     threads: point_resource("stream", "threads")
     resources:
-        bench=1,
+        bench=bench_slots("stream"),
+        runtime=bench_runtime("stream"),
+        mem_mb=bench_mem_mb("stream"),
+        nodes=1,
+        slurm_partition=slurm_partition,
+        slurm_extra=bench_slurm_extra,
     params:
         spec=run_spec("stream"),
     shell:
