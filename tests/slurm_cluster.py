@@ -50,8 +50,13 @@ class ClusterError(RuntimeError):
     pass
 
 
+def which(command: str) -> str | None:
+    """A command on PATH, or in sbin (daemons; not on a normal user's PATH)."""
+    return shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
+
+
 def missing_packages() -> list[str]:
-    return sorted({pkg for cmd, pkg in COMMANDS.items() if shutil.which(cmd) is None})
+    return sorted({pkg for cmd, pkg in COMMANDS.items() if which(cmd) is None})
 
 
 def install_command(packages: list[str]) -> str:
@@ -83,8 +88,9 @@ def available_memory_mb() -> int:
     return int(re.search(r"^MemAvailable:\s+(\d+) kB", text, re.MULTILINE).group(1)) // 1024
 
 
-def node_line(slurmd: str = "slurmd") -> tuple[str, str, int, int]:
+def node_line(slurmd: str | None = None) -> tuple[str, str, int, int]:
     """(node name, NodeName=... line, CPUs, RealMemory) from ``slurmd -C``, memory below free."""
+    slurmd = slurmd or which("slurmd")
     text = subprocess.run([slurmd, "-C"], capture_output=True, text=True, check=True).stdout
     line = text.splitlines()[0].strip()
     name = re.search(r"NodeName=(\S+)", line).group(1)
@@ -196,7 +202,7 @@ class LocalSlurm:
         self._start(
             "munged",
             [
-                shutil.which("munged"),
+                which("munged"),
                 "--foreground",
                 "--force",
                 f"--socket={root / 'munge.socket'}",
@@ -207,9 +213,9 @@ class LocalSlurm:
             ],
         )
         self._wait(lambda: (root / "munge.socket").exists(), 15, "munged socket")
-        self._start("slurmctld", [shutil.which("slurmctld"), "-D", "-i", "-f", str(self.conf)])
+        self._start("slurmctld", [which("slurmctld"), "-D", "-i", "-f", str(self.conf)])
         self._wait(self._controller_up, timeout, "slurmctld to answer")
-        self._start("slurmd", [shutil.which("slurmd"), "-D", "-f", str(self.conf)])
+        self._start("slurmd", [which("slurmd"), "-D", "-f", str(self.conf)])
         self._wait(self._node_idle, timeout, f"node {self.node} to be idle")
 
     def _wait(self, ready, timeout: float, what: str) -> None:

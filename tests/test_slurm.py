@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -63,15 +64,14 @@ def slurm(tmp_path_factory):
     root = tmp_path_factory.mktemp("slurm")
     cluster = LocalSlurm(root)
     try:
-        cluster.start()
-    except ClusterError as error:
+        try:
+            cluster.start()
+        except ClusterError as error:
+            pytest.fail(f"could not start the one-node Slurm cluster: {error}")
+        yield cluster
+    finally:
         cluster.stop()
-        pytest.fail(f"could not start the one-node Slurm cluster: {error}")
-    yield cluster
-    cluster.stop()
-    import shutil
-
-    shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def on_cluster(pipeline, cluster: LocalSlurm, monkeypatch, tiers: dict, **hardware) -> Path:
