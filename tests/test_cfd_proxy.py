@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -318,6 +319,30 @@ def test_a_launcher_that_fails_is_a_failed_point_not_a_hang(tmp_path):
     record = run_job({**spec(tmp_path), "launcher": "false"}, cfd_proxy.run)
     (only,) = record["metrics"]
     assert only["status"] == "failed" and "member 0 exited with 1" in only["reason"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_each_launch_gets_its_own_mpi_session_folder(tmp_path):
+    """Concurrent mpiexec race for one /tmp session folder; each launch has its own."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    fake = tmp_path / "bin" / "mpiexec"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$OMPI_MCA_orte_tmpdir_base" > {seen}/$$\nexit 1\n')
+    fake.chmod(0o755)
+    (tmp_path / "tier").mkdir()
+    record = run_job({**spec(tmp_path / "tier", ensemble=3), "launcher": str(fake)}, cfd_proxy.run)
+    assert record["metrics"][0]["status"] == "failed"
+    sessions = {p.read_text().strip() for p in seen.iterdir()}
+    assert len(sessions) == 3 and all(s.startswith(tempfile.gettempdir()) for s in sessions)
+    assert not any(os.path.exists(s) for s in sessions)  # removed after the run
+    assert list((tmp_path / "tier").iterdir()) == []
+
+
+def test_a_missing_launcher_is_a_failed_point(tmp_path):
+    record = run_job({**spec(tmp_path), "launcher": "/nonexistent/mpiexec"}, cfd_proxy.run)
+    (only,) = record["metrics"]
+    assert only["status"] == "failed" and "is not installed" in only["reason"]
     assert list(tmp_path.iterdir()) == []
 
 

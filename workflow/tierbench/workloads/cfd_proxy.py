@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +45,8 @@ DEFAULTS = {
     "fsync": False,
 }
 START_TIMEOUT_S = 300.0
+#: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
+SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
 
 
 def with_defaults(params: dict) -> dict:
@@ -191,14 +195,22 @@ def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
     return env, added
 
 
-def start_members(job: Job, launcher: str, config: dict, p: dict) -> list[dict]:
+def start_members(job: Job, launcher: str, config: dict, p: dict, members: list) -> None:
+    """Start one launch per ensemble member; ``members`` gets each as soon as it runs.
+
+    Concurrent ``mpiexec`` (Open MPI 4) race to make the same session folder
+    in /tmp ("mkdir ... File exists" and orte_init fails), so each launch gets
+    a private one in the system's temp folder, never on the tier measured.
+    """
     folder = job.folder.path
     gate = folder / "gate"
     gate.mkdir()
     local = not under_slurm()
     env, added = launch_env(launcher, local)
+    own_session = os.path.basename(shlex.split(launcher)[0]) in OPEN_MPI_LAUNCHERS
+    if own_session:
+        added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
-    members = []
     for i in range(p["ensemble"]):
         command = launch_command(launcher, p["ranks"], p["ensemble"], local) + [
             sys.executable, "-m", "tierbench.cfd_writer",
@@ -208,11 +220,18 @@ def start_members(job: Job, launcher: str, config: dict, p: dict) -> list[dict]:
             "--gate", str(gate),
             "--name", str(i),
         ]  # fmt: skip
-        log = open(folder / f"member{i}.log", "wb")  # noqa: SIM115 (closed in collect)
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        members.append({"index": i, "command": command, "process": process, "log": log})
+        session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
+        member_env = {**env, **dict.fromkeys(SESSION_VARS, session)} if session else env
+        member = {"index": i, "command": command, "session": session, "process": None}
+        member["log"] = open(folder / f"member{i}.log", "wb")  # noqa: SIM115 (closed in stop)
+        members.append(member)
+        try:
+            member["process"] = subprocess.Popen(
+                command, stdout=member["log"], stderr=subprocess.STDOUT, env=member_env
+            )
+        except FileNotFoundError:
+            raise PointFailed(f"the mpi launcher {command[0]!r} is not installed") from None
     job.extra["commands"] = [shlex.join(m["command"]) for m in members]
-    return members
 
 
 def open_gate(job: Job, members: list[dict]) -> None:
@@ -226,7 +245,6 @@ def open_gate(job: Job, members: list[dict]) -> None:
         if any(m["process"].poll() is not None for m in members):
             break  # one ended before starting: collect() reports why
         if time.monotonic() > deadline:
-            stop(members)
             raise PointFailed(f"only {ready} of {len(members)} launches started in time")
         time.sleep(0.005)
     (gate / "go").touch()
@@ -234,25 +252,27 @@ def open_gate(job: Job, members: list[dict]) -> None:
 
 
 def stop(members: list[dict]) -> None:
-    for m in members:
-        if m["process"].poll() is None:
-            m["process"].terminate()
-    for m in members:
+    """End what still runs, close the logs, remove the MPI session folders (idempotent)."""
+    running = [m["process"] for m in members if m["process"] is not None]
+    for process in running:
+        if process.poll() is None:
+            process.terminate()
+    for process in running:
         try:
-            m["process"].wait(timeout=10)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            m["process"].kill()
-            m["process"].wait()
+            process.kill()
+            process.wait()
+    for m in members:
         m["log"].close()
+        if m["session"]:
+            shutil.rmtree(m["session"], ignore_errors=True)
 
 
 def collect(job: Job, members: list[dict]) -> list[dict]:
     results, failures = [], []
-    try:
-        for m in members:
-            m["process"].wait()
-    finally:
-        stop(members)
+    for m in members:
+        m["process"].wait()
     folder = job.folder.path
     for m in members:
         i, code = m["index"], m["process"].returncode
@@ -343,13 +363,13 @@ def run(job: Job) -> list[dict]:
         f"{p['steps']} steps, write interval {p['write_interval']}, {p['file_handler']}, "
         f"{p['write_format']}: {bytes_per_write(p)} B per write"
     )
-    members = start_members(job, launcher, config, p)
+    members: list[dict] = []
     try:
+        start_members(job, launcher, config, p, members)
         open_gate(job, members)
-    except BaseException:
+        results = collect(job, members)
+    finally:
         stop(members)
-        raise
-    results = collect(job, members)
     check_counts(results, p)
     job.extra["members"] = results
     job.extra["cells_per_rank"] = config["cells"]
