@@ -62,6 +62,7 @@ rule paper:
         titles=lambda wildcards: json.dumps(
             {s: study_title(s) for s in paper_studies()}
         ),
+        scale=config["scale"],
     shell:
         "python -m tierbench.report --results-dir results --studies {params.studies}"
-        " --titles {params.titles:q} --out {output} 2> {log}"
+        " --titles {params.titles:q} --scale {params.scale} --out {output} 2> {log}"

@@ -70,6 +70,8 @@ rule report:
         "../../envs/python.yaml"
     params:
         studies=ACTIVE_STUDY,
+        titles=lambda wildcards: json.dumps({ACTIVE_STUDY: study_title(ACTIVE_STUDY)}),
+        scale=config["scale"],
     shell:
         "python -m tierbench.report --results-dir results --studies {params.studies}"
-        " --out {output} 2> {log}"
+        " --titles {params.titles:q} --scale {params.scale} --out {output} 2> {log}"

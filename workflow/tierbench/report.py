@@ -136,7 +136,9 @@ def study_context(results_dir: Path, study: str) -> dict:
     }
 
 
-def render(results_dir: Path, studies: list[str], titles: dict[str, str], extra=None) -> str:
+def render(
+    results_dir: Path, studies: list[str], titles: dict[str, str], extra=None, scale: str = ""
+) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"])
     )
@@ -151,7 +153,11 @@ def render(results_dir: Path, studies: list[str], titles: dict[str, str], extra=
         context["title"] = titles.get(study, study)
         contexts.append(context)
     return env.get_template("report.html.j2").render(
-        studies=contexts, generated_at=utc_now(), version=__version__, extra=extra or {}
+        studies=contexts,
+        generated_at=utc_now(),
+        version=__version__,
+        extra=extra or {},
+        scale=scale,
     )
 
 
@@ -160,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--studies", nargs="+", required=True)
     parser.add_argument("--titles", default="{}", help="study -> title, as JSON")
+    parser.add_argument("--scale", default="", help="the scale preset the run used")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    html = render(Path(args.results_dir), args.studies, json.loads(args.titles))
+    html = render(Path(args.results_dir), args.studies, json.loads(args.titles), scale=args.scale)
     Path(args.out).write_text(html)
     print(f"wrote {args.out} ({len(html) // 1024} KiB)", file=sys.stderr)
     return 0
