@@ -18,7 +18,7 @@ proxy's; ``--purge 1`` adds the removal of the previous time folder.
 
 Measured on the shared 2-core machine (load average ~5 from other jobs),
 7 interleaved rounds on /dev/shm: 40 MB per write 1.24 (proxy 853 MB/s vs
-fio 722 MB/s, medians); 10 MB per write 0.88.
+fio 722 MB/s, medians), 1.24 again in a second run; 10 MB per write 0.85-0.88.
 """
 
 from __future__ import annotations
