@@ -57,7 +57,9 @@ def pipeline(tmp_path: Path):
 
 
 def fixture_text(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    """A captured output exactly as the tool wrote it (no newline translation: pv's "\r")."""
+    with open(FIXTURES / name, newline="") as handle:
+        return handle.read()
 
 
 def load_json(path: Path) -> dict:

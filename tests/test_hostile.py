@@ -102,3 +102,81 @@ def test_config_values_are_validated_with_the_key_named(key, value):
         matrix.validate(config, "config.schema.yaml", "config")
     except ConfigError as error:
         assert key in str(error)
+
+
+TEXT_FIXTURES = {
+    "dd": [
+        "dd_buffered_shm.txt",
+        "dd_fdatasync_disk.txt",
+        "dd_enospc_tmpfs.txt",
+        "dd_document_003_home.txt",
+    ],
+    "pv": ["pv_disk_450m.txt", "pv_void_450m.txt", "pv_bindfs_450m.txt"],
+}
+
+
+def dd_numbers(text):
+    from tierbench.workloads import dd
+
+    parsed = dd.parse_dd(text)
+    return dd.dd_metrics(parsed)
+
+
+def pv_numbers(text):
+    from tierbench.records import metric
+    from tierbench.workloads import pv
+
+    return [metric("throughput", pv.parse_rate(text)["bps"] / 1e6, "MB/s")]
+
+
+PARSERS = {"dd": dd_numbers, "pv": pv_numbers}
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(TEXT_FIXTURES)), st.data())
+def test_truncated_or_mangled_tool_output(tool, data):
+    text = fixture_text(data.draw(st.sampled_from(TEXT_FIXTURES[tool])))
+    cut = data.draw(st.integers(min_value=0, max_value=len(text)))
+    noise = data.draw(st.text(max_size=40))
+    where = data.draw(st.integers(min_value=0, max_value=cut))
+    mangled = text[:where] + noise + text[where:cut]
+    try:
+        metrics = PARSERS[tool](mangled)
+    except PointFailed as error:
+        assert str(error)
+        return
+    assert_sane(metrics)
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(sorted(PARSERS)), st.text(max_size=200))
+def test_garbage_tool_output(tool, text):
+    try:
+        metrics = PARSERS[tool](text)
+    except PointFailed as error:
+        assert str(error)
+        return
+    assert_sane(metrics)
+
+
+def test_a_whole_dd_line_still_parses_to_its_own_numbers():
+    text = fixture_text("dd_document_003_home.txt")
+    by_name = {m["metric"]: m["value"] for m in dd_numbers(text)}
+    assert by_name["bytes"] == 10737418240 and by_name["time"] == 4.93953
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(TEXT_FIXTURES)), st.data())
+def test_truncation_gives_the_full_numbers_or_an_error(tool, data):
+    """A cut in the middle of the summary must not yield a shorter, wrong number."""
+    text = fixture_text(data.draw(st.sampled_from(TEXT_FIXTURES[tool])))
+    try:
+        full = PARSERS[tool](text)
+    except PointFailed:
+        return  # e.g. the ENOSPC fixture: an error whole, so also when cut
+    cut = data.draw(st.integers(min_value=0, max_value=len(text)))
+    try:
+        partial = PARSERS[tool](text[:cut])
+    except PointFailed:
+        return
+    assert partial == full

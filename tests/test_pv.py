@@ -60,9 +60,16 @@ def test_rates_of_the_document_itself():
     # document 002 printed these (pv on macOS, 2017)
     assert pv.parse_rate("[ 307MiB/s]\n")["bps"] / 1e6 == pytest.approx(321.9, abs=0.1)
     assert pv.parse_rate("[1.38GiB/s]\n")["bps"] / 1e6 == pytest.approx(1481.8, abs=0.1)
-    assert pv.parse_rate("[13.5GiB/s]")["text"] == "13.5GiB/s"
+    assert pv.parse_rate("[13.5GiB/s]\n")["text"] == "13.5GiB/s"
     # pv --si (newer pv) prints decimal prefixes without the i
-    assert pv.parse_rate("[ 307MB/s]")["bps"] == pytest.approx(307e6)
+    assert pv.parse_rate("[ 307MB/s]\r\n")["bps"] == pytest.approx(307e6)
+
+
+def test_an_interrupted_pv_gives_no_number():
+    """pv redraws the running average with \r; only the one ended by \n is final."""
+    with pytest.raises(PointFailed, match="ends before its final average"):
+        pv.parse_rate("[ 371MiB/s]\r[ 290MiB/s]\r")
+    assert pv.parse_rate("[ 371MiB/s]\r[ 290MiB/s]\r\n")["text"] == "290MiB/s"
 
 
 @pytest.mark.parametrize("text", ["", "\r\n", "pv: -s: invalid number\n", "[ MiB/s]", "307MiB/s"])

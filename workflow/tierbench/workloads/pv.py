@@ -62,7 +62,15 @@ def parse_rate(text: str) -> dict:
     if not found:
         said = " ".join(text.replace("\r", "\n").split())[-300:]
         raise PointFailed(f"pv printed no average rate: {said or '(nothing)'}")
-    last = found[-1]
+    # pv redraws the average every second ("\r"); only the one it ends with a
+    # newline, when it exits, is the average of the whole run.
+    final = [match for match in found if text[match.end() :].lstrip("\r").startswith("\n")]
+    if not final:
+        raise PointFailed(
+            f"pv's output ends before its final average (last shown: {found[-1].group(0)}); "
+            "was it interrupted?"
+        )
+    last = final[-1]
     base = 1024 if last["binary"] else 1000
     return {
         "bps": float(last["number"]) * base ** POWER[last["prefix"]],
