@@ -157,6 +157,8 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
     write_times = np.zeros(steps)
     count = foam.WriteCount()
     kept: list[str] = []
+    # the solver updates its fields in place, so the writer prepares their files once
+    writer = None if collated else foam.UncollatedWriter(root, solver.fields(static), fmt, fsync)
     loop_start = time.perf_counter()
     for step in range(1, steps + 1):
         start = time.perf_counter()
@@ -164,14 +166,15 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
         if step in writes:
             write_start = time.perf_counter()
             tname = foam.time_name(step)
-            fields = solver.fields(static)
             if collated:
+                fields = solver.fields(static)
                 done = write_collated_step(comm, root, tname, step, fields, fmt, fsync)
             else:
-                done = foam.write_uncollated(root, tname, step, fields, fmt, fsync)
+                done = writer.write(tname, step)
             if rank == 0 or not collated:
                 kept.append(tname)
-                done.add(foam.purge(root, kept, purge_keep))
+                if purge_keep:
+                    done.add(foam.purge(root, kept, purge_keep))
             count.add(done)
             write_times[step - 1] = time.perf_counter() - write_start
         comm.Barrier()
