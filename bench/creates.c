@@ -9,12 +9,13 @@
  *     <time>/uniform/time
  *     <time>/uniform/functionObjects/functionObjectProperties
  *
- * the 8 files holding SIZE1..SIZE8 bytes (the proxy's sizes, passed in). The
- * processes start together (they wait for the parent to close a pipe); each
- * times its own loop. Prints one line: the slowest process's loop time in
- * seconds, and the files and folders made by all of them.
+ * the 8 files holding SIZE1..SIZE8 bytes (the proxy's sizes, passed in). Timed
+ * as the proxy times its write phase: every process times each write, all
+ * wait at a barrier after it, and a write counts with its slowest process.
+ * Prints one line: the sum over writes of the slowest process's time, in
+ * seconds, and the files and folders made by all processes.
  *
- *     gcc -O2 -o creates creates.c
+ *     gcc -O2 -pthread -o creates creates.c
  *     ./creates ROOT PROCS WRITES SIZE1 ... SIZE8
  */
 #define _GNU_SOURCE
@@ -23,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -54,14 +58,15 @@ static void write_all(int fd, const char *data, size_t size, const char *path) {
     }
 }
 
-/* One rank: WRITES time folders below ROOT/processor<rank>; returns the loop time. */
-static double rank_loop(const char *root, int rank, int writes, const long *sizes,
-                        const char *data) {
+/* One rank: WRITES time folders below ROOT/processor<rank>, each write timed into times[]. */
+static void rank_loop(const char *root, int rank, int writes, const long *sizes,
+                      const char *data, pthread_barrier_t *barrier, double *times) {
     char base[4096], path[4352];
     snprintf(base, sizeof base, "%s/processor%d", root, rank);
     if (mkdir(base, 0755) != 0) die("mkdir", base);
-    double start = now();
+    pthread_barrier_wait(barrier);
     for (int w = 1; w <= writes; w++) {
+        double start = now();
         snprintf(path, sizeof path, "%s/%d", base, w);
         if (mkdir(path, 0755) != 0) die("mkdir", path);
         snprintf(path, sizeof path, "%s/%d/uniform", base, w);
@@ -75,8 +80,9 @@ static double rank_loop(const char *root, int rank, int writes, const long *size
             write_all(fd, data, (size_t)sizes[f], path);
             if (close(fd) != 0) die("close", path);
         }
+        times[w - 1] = now() - start;
+        pthread_barrier_wait(barrier);
     }
-    return now() - start;
 }
 
 int main(int argc, char **argv) {
@@ -99,38 +105,43 @@ int main(int argc, char **argv) {
     if (!data) die("malloc", "");
     memset(data, 'x', (size_t)largest);
 
-    int gate[2], results[2];
-    if (pipe(gate) != 0 || pipe(results) != 0) die("pipe", "");
+    /* the barrier and every process's write times, shared by the forked processes */
+    size_t bytes = sizeof(pthread_barrier_t) + sizeof(double) * (size_t)procs * (size_t)writes;
+    void *shared = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) die("mmap", "");
+    pthread_barrier_t *barrier = shared;
+    double *times = (double *)((char *)shared + sizeof(pthread_barrier_t));
+    pthread_barrierattr_t attr;
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    if (pthread_barrier_init(barrier, &attr, (unsigned)procs) != 0) die("barrier", "");
+    pid_t *pids = calloc((size_t)procs, sizeof(pid_t));
+    if (!pids) die("calloc", "");
     for (int rank = 0; rank < procs; rank++) {
-        pid_t pid = fork();
+        pid_t pid = pids[rank] = fork();
         if (pid < 0) die("fork", "");
         if (pid == 0) {
-            char byte;
-            close(gate[1]);
-            close(results[0]);
-            while (read(gate[0], &byte, 1) > 0) {
-            } /* EOF: the parent let every process go */
-            double seconds = rank_loop(root, rank, writes, sizes, data);
-            if (write(results[1], &seconds, sizeof seconds) != sizeof seconds) die("pipe", "");
+            rank_loop(root, rank, writes, sizes, data, barrier, times + (size_t)rank * writes);
             _exit(0);
         }
     }
-    close(gate[0]);
-    close(results[1]);
-    close(gate[1]); /* go */
-    double slowest = 0.0, seconds;
-    int reported = 0;
-    while (read(results[0], &seconds, sizeof seconds) == sizeof seconds) {
-        if (seconds > slowest) slowest = seconds;
-        reported++;
-    }
     int failed = 0, status;
     while (wait(&status) > 0)
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
-    if (failed || reported != procs) {
-        fprintf(stderr, "creates: %d of %d processes reported\n", reported, procs);
+        if (!failed && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+            failed = 1; /* the others would wait at the barrier for ever */
+            for (int rank = 0; rank < procs; rank++) kill(pids[rank], SIGKILL);
+        }
+    if (failed) {
+        fprintf(stderr, "creates: a process failed\n");
         return 2;
     }
-    printf("%.9f %ld %ld\n", slowest, (long)procs * writes * 8, (long)procs * writes * 3);
+    double total = 0.0; /* each write counts with its slowest process */
+    for (int w = 0; w < writes; w++) {
+        double longest = 0.0;
+        for (int rank = 0; rank < procs; rank++)
+            if (times[(size_t)rank * writes + w] > longest) longest = times[(size_t)rank * writes + w];
+        total += longest;
+    }
+    printf("%.9f %ld %ld\n", total, (long)procs * writes * 8, (long)procs * writes * 3);
     return 0;
 }

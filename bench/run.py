@@ -241,7 +241,7 @@ def item_write_bandwidth(size: dict) -> list[dict]:
 def compile_creates(folder: Path) -> Path:
     binary = folder / "creates"
     subprocess.run(
-        ["gcc", "-O2", "-o", str(binary), str(REPO / "bench" / "creates.c")],
+        ["gcc", "-O2", "-pthread", "-o", str(binary), str(REPO / "bench" / "creates.c")],
         check=True,
         capture_output=True,
         text=True,
@@ -269,9 +269,13 @@ def proxy_creates(ranks: int, writes: int) -> tuple[float, int]:
 
 
 def c_creates(binary: Path, ranks: int, writes: int, sizes: list[int]) -> tuple[float, int]:
-    with RunFolder(TIER, "bench-creates") as folder:
+    """Files and folders per second of the C program, at the proxy's depth below the tier."""
+    # the proxy writes <run folder>/member0/processor<rank>/...; path lookups cost per level
+    with RunFolder(TIER, "creates-bench-rep1") as folder:
+        case = folder.path / "member0"
+        case.mkdir()
         done = subprocess.run(
-            [str(binary), str(folder.path), str(ranks), str(writes), *map(str, sizes)],
+            [str(binary), str(case), str(ranks), str(writes), *map(str, sizes)],
             check=True,
             capture_output=True,
             text=True,
