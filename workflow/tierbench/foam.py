@@ -372,7 +372,8 @@ class UncollatedWriter:
     def __init__(
         self, processor_dir: str | Path, fields: dict[str, np.ndarray], fmt: str, fsync: bool
     ):
-        self.root, self.fmt, self.fsync = os.fspath(processor_dir), fmt, fsync
+        # paths as bytes: os calls take them as they are, a str is encoded at every call
+        self.root, self.fmt, self.fsync = os.fsencode(processor_dir), fmt, fsync
         self.fields = []
         for name, (_, _, components, _) in FIELDS.items():
             data = fields[name]
@@ -380,14 +381,18 @@ class UncollatedWriter:
             payload = encode_values(data, components, fmt) if fmt == "binary" else None
             if payload is not None and payload.obj is not data:
                 payload = None  # a converted copy would not follow the solver: encode per write
-            self.fields.append((name, data, components, before, after, payload))
-        self.uniform = _uniform_templates(fmt)
+            self.fields.append((name.encode(), data, components, before, after, payload))
+        self.uniform = [(os.fsencode(path), template) for path, template in _uniform_templates(fmt)]
+        self.dirs = [os.fsencode(os.sep + sub) if sub else b"" for sub in TIME_DIRS]
 
     def write(self, time: str, index: int) -> WriteCount:
         """``<processor_dir>/<time>/`` with its 8 files."""
-        count = WriteCount()
-        folder = make_time_dirs(self.root, time, count) + os.sep
+        count = WriteCount(dirs=len(self.dirs))
         stamp = time.encode()
+        folder = self.root + os.sep.encode() + stamp
+        for sub in self.dirs:
+            os.mkdir(folder + sub)
+        folder += os.sep.encode()
         files = [
             (
                 folder + name,
