@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import foam
+from .. import foam, native
 from ..errors import PointFailed, PointNotApplicable
 from ..records import metric
 from ..runner import Job, main
@@ -358,10 +358,13 @@ def run(job: Job) -> list[dict]:
     launcher = job.spec.get("launcher") or DEFAULT_LAUNCHER
     config = writer_config(p)
     job.folder.ensure_space(planned_bytes(p), job.max_bytes)
+    # built here once (cached), so the ranks only load it
+    job.extra["file_writer"] = native.status()
     job.log(
         f"{p['ensemble']} x {p['ranks']} ranks, {config['cells']} cells per rank, "
         f"{p['steps']} steps, write interval {p['write_interval']}, {p['file_handler']}, "
-        f"{p['write_format']}: {bytes_per_write(p)} B per write"
+        f"{p['write_format']}: {bytes_per_write(p)} B per write; files made by "
+        f"{job.extra['file_writer']}"
     )
     members: list[dict] = []
     try:

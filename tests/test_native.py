@@ -1,0 +1,57 @@
+"""The C helper of the OpenFOAM writer makes the same files as Python, and fails the same way."""
+
+import errno
+
+import numpy as np
+import pytest
+from tierbench import cfd_writer, foam, native
+
+
+@pytest.fixture
+def helper():
+    module = native.foamio()
+    if module is None:
+        pytest.skip(f"the C helper is not built here: {native.status()}")
+    return module
+
+
+def tree(root):
+    return {
+        str(path.relative_to(root)): path.read_bytes() if path.is_file() else None
+        for path in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("fmt", foam.FORMATS)
+def test_c_and_python_write_the_same_files(tmp_path, helper, fmt):
+    fields = {**cfd_writer.static_fields(7, 0), "p": np.linspace(0.0, 1.0, 7)}
+    counts = {}
+    for name in ("c", "python"):
+        root = tmp_path / name
+        root.mkdir()
+        writer = foam.UncollatedWriter(root, fields, fmt, fsync=name == "c")
+        if name == "python":
+            writer.native = None
+        counts[name] = [vars(writer.write(foam.time_name(step), step)) for step in (1, 10, 100)]
+    assert counts["c"] == counts["python"]
+    assert tree(tmp_path / "c") == tree(tmp_path / "python")
+    assert counts["c"][0]["files"] == foam.FILES_PER_WRITE
+    assert counts["c"][0]["bytes"] == foam.rank_write_bytes(7, fmt, "1", 1)
+
+
+def test_c_helper_raises_what_os_would(tmp_path, helper):
+    writer = foam.UncollatedWriter(tmp_path, {**cfd_writer.static_fields(1, 0), "p": np.zeros(1)},
+                                   "binary", False)  # fmt: skip
+    writer.write("1", 1)
+    with pytest.raises(FileExistsError):
+        writer.write("1", 1)
+    with pytest.raises(OSError) as error:
+        helper.write_time(bytes(tmp_path / "2"), (b"",), ((b"/no/such/dir/U", (b"x",)),), False)
+    assert error.value.errno == errno.ENOENT
+
+
+def test_switched_off_it_says_why(monkeypatch):
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv(native.SWITCH, "0")
+    assert native.foamio() is None
+    assert native.status() == f"python ({native.SWITCH}=0)"
