@@ -71,10 +71,10 @@ SIZES = {
     "full": {
         "cfd_cells": [500_000, 125_000],  # 40 MB (document 001) and 10 MB per rank per write
         "cfd_writes": 20,
-        "cfd_rounds": 7,
+        "cfd_rounds": 15,
         "md_ranks": 2,
-        "md_writes": 500,
-        "md_rounds": 7,
+        "md_writes": 2000,
+        "md_rounds": 15,
         "fe": {"cores": 1},  # the fe_tmpfs study's optimisation: population 30, 2 generations
         "fe_rounds": 15,
         "dry_rounds": 3,
