@@ -176,8 +176,8 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
                 kept.append(tname)
                 if purge_keep:
                     done.add(foam.purge(root, kept, purge_keep))
-            count.add(done)
             write_times[step - 1] = time.perf_counter() - write_start
+            count.add(done)  # bookkeeping, not the write phase
         comm.Barrier()
         step_times[step - 1] = time.perf_counter() - start
     loop_time = time.perf_counter() - loop_start

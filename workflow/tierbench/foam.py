@@ -394,11 +394,14 @@ class UncollatedWriter:
         stamp = time.encode()
         folder = self.root + os.sep.encode() + stamp
         inside = folder + os.sep.encode()
+        # a field's header goes down in the pieces around its time name, unjoined
         files = [
             (
                 inside + name,
                 (
-                    before + stamp + after,
+                    before,
+                    stamp,
+                    after,
                     encode_values(data, components, self.fmt) if payload is None else payload,
                     _FIELD_SUFFIX,
                 ),
@@ -408,7 +411,7 @@ class UncollatedWriter:
         values = {b"time": stamp, b"index": index}
         files += [(inside + path, (template % values,)) for path, template in self.uniform]
         if self.native is not None:
-            written = self.native.write_time(folder, self.dirs, tuple(files), self.fsync)
+            written = self.native.write_time(folder, self.dirs, files, self.fsync)
             return WriteCount(files=len(files), dirs=len(self.dirs), bytes=written)
         for sub in self.dirs:
             os.mkdir(folder + sub)

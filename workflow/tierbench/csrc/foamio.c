@@ -4,9 +4,9 @@
  *
  *   folder  bytes, the time folder's path (<processor>/<time>)
  *   dirs    tuple of bytes, suffixes of folder to make in order (b"", b"/uniform", ...)
- *   files   tuple of (bytes path, tuple of buffers): each file is created (or
- *           emptied) and gets its buffers back to back, in one writev when
- *           the kernel takes it all
+ *   files   list or tuple of (bytes path, tuple of buffers): each file is
+ *           created (or emptied) and gets its buffers back to back, in one
+ *           writev when the kernel takes it all
  *   fsync   true: fsync every file before closing it
  *
  * The same system calls tierbench.foam makes in Python (mkdir, open with
@@ -63,9 +63,11 @@ static Py_ssize_t write_all(int fd, struct iovec *iov, int count) {
 static PyObject *write_time(PyObject *self, PyObject *args) {
     PyObject *folder, *dirs, *files;
     int fsync_files;
-    if (!PyArg_ParseTuple(args, "O!O!O!p", &PyBytes_Type, &folder, &PyTuple_Type, &dirs,
-                          &PyTuple_Type, &files, &fsync_files))
+    if (!PyArg_ParseTuple(args, "O!O!Op", &PyBytes_Type, &folder, &PyTuple_Type, &dirs, &files,
+                          &fsync_files))
         return NULL;
+    if (!PyList_Check(files) && !PyTuple_Check(files))
+        return PyErr_Format(PyExc_TypeError, "files must be a list or a tuple");
     const char *base = PyBytes_AS_STRING(folder);
     Py_ssize_t base_len = PyBytes_GET_SIZE(folder);
     char path[PATH_MAX];
@@ -91,12 +93,12 @@ static PyObject *write_time(PyObject *self, PyObject *args) {
     }
 
     Py_ssize_t written = 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(files); i++) {
-        PyObject *entry = PyTuple_GET_ITEM(files, i), *name, *parts;
-        if (!PyTuple_Check(entry) || !PyArg_ParseTuple(entry, "O!O!", &PyBytes_Type, &name,
-                                                       &PyTuple_Type, &parts))
-            return PyErr_Occurred() ? NULL
-                                    : PyErr_Format(PyExc_TypeError, "files hold (path, parts)");
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(files); i++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(files, i), *name, *parts;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+            !PyBytes_Check(name = PyTuple_GET_ITEM(entry, 0)) ||
+            !PyTuple_Check(parts = PyTuple_GET_ITEM(entry, 1)))
+            return PyErr_Format(PyExc_TypeError, "files hold (bytes path, tuple of buffers)");
         Py_ssize_t count = PyTuple_GET_SIZE(parts);
         if (count > MAX_PARTS) return PyErr_Format(PyExc_ValueError, "more than %d parts", MAX_PARTS);
         Py_buffer views[MAX_PARTS];
