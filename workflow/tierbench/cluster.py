@@ -103,22 +103,22 @@ def bench_slots(executor: str | None, exclusive: bool, tier: dict) -> int:
     return 1
 
 
+def _ask_slurm(command: list[str]) -> str | None:
+    """What a Slurm command prints, or None when it is missing or fails."""
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout
+
+
 @cache
 def slurm_partitions() -> frozenset[str] | None:
     """Partition names of the cluster (``sinfo``), or None when Slurm cannot be asked."""
-    if shutil.which("sinfo") is None:
-        return None
-    try:
-        done = subprocess.run(
-            ["sinfo", "--noheader", "--format=%R"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return frozenset(done.stdout.split())
+    found = _ask_slurm(["sinfo", "--noheader", "--format=%R"])
+    return None if found is None else frozenset(found.split())
 
 
 def missing_partitions(wanted: str | None, known: frozenset[str] | None) -> list[str]:
@@ -131,19 +131,10 @@ def missing_partitions(wanted: str | None, known: frozenset[str] | None) -> list
 def _job_partition() -> str | None:
     partition = os.environ.get("SLURM_JOB_PARTITION")
     job_id = os.environ.get("SLURM_JOB_ID")
-    if partition or not job_id or shutil.which("squeue") is None:
+    if partition or not job_id:
         return partition
-    try:
-        done = subprocess.run(
-            ["squeue", "--noheader", "--format=%P", "--jobs", job_id],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
+    found = _ask_slurm(["squeue", "--noheader", "--format=%P", "--jobs", job_id])
+    return (found or "").strip() or None
 
 
 def job_partition() -> str | None:
