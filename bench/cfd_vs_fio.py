@@ -39,20 +39,27 @@ from tierbench.runner import run_job  # noqa: E402
 from tierbench.workloads import cfd_proxy  # noqa: E402
 
 
-def proxy_bandwidth(
-    tier: str, ranks: int, cells: int, writes: int, purge: int
-) -> tuple[float, int]:
-    """MB/s of the proxy's write phase (all ranks) and the bytes one write puts down."""
+def run_proxy_writes(
+    experiment: str, tier: str, ranks: int, cells: int, writes: int, purge: int
+) -> dict:
+    """One cfd_proxy job that only writes (no sweeps, a write every step); its raw record."""
     params = {
         "ranks": ranks, "ensemble": 1, "steps": writes, "write_interval": 1,
         "cells_per_rank": cells, "sweeps": 0, "warmup_steps": 0, "purge_write": purge,
     }  # fmt: skip
     spec = {
-        "study": "bench", "experiment": "cfd_vs_fio", "workload": "cfd_proxy", "tier": "bench",
+        "study": "bench", "experiment": experiment, "workload": "cfd_proxy", "tier": "bench",
         "tier_path": tier, "tier_class": "shm", "max_bytes": None, "point": "p",
         "params": params, "repetition": 1, "phase": "measured", "launcher": "mpiexec",
     }  # fmt: skip
-    record = run_job(spec, cfd_proxy.run)
+    return run_job(spec, cfd_proxy.run)
+
+
+def proxy_bandwidth(
+    tier: str, ranks: int, cells: int, writes: int, purge: int
+) -> tuple[float, int]:
+    """MB/s of the proxy's write phase (all ranks) and the bytes one write puts down."""
+    record = run_proxy_writes("cfd_vs_fio", tier, ranks, cells, writes, purge)
     metrics = {m["metric"]: m for m in record["metrics"]}
     if "write_phase_bandwidth" not in metrics:
         raise SystemExit(f"proxy failed: {record['metrics']}")

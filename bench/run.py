@@ -59,8 +59,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import cfd_vs_fio  # noqa: E402
 from tierbench import foam  # noqa: E402
 from tierbench.rundir import RunFolder  # noqa: E402
-from tierbench.runner import run_job  # noqa: E402
-from tierbench.workloads import cfd_proxy, fe_model, fe_proxy  # noqa: E402
+from tierbench.workloads import fe_model, fe_proxy  # noqa: E402
 
 #: what a scratch copy of the pipeline needs (as tests/conftest.py)
 PIPELINE_FILES = ["Snakefile", "workflow", "config", "notebooks", "profiles", "envs"]
@@ -255,16 +254,7 @@ def compile_creates(folder: Path) -> Path:
 
 def proxy_creates(ranks: int, writes: int) -> tuple[float, int]:
     """Files and folders per second of the proxy's write phase with 1-cell fields."""
-    params = {
-        "ranks": ranks, "ensemble": 1, "steps": writes, "write_interval": 1,
-        "cells_per_rank": 1, "sweeps": 0, "warmup_steps": 0, "purge_write": 0,
-    }  # fmt: skip
-    spec = {
-        "study": "bench", "experiment": "creates", "workload": "cfd_proxy", "tier": "bench",
-        "tier_path": TIER, "tier_class": "shm", "max_bytes": None, "point": "p",
-        "params": params, "repetition": 1, "phase": "measured", "launcher": "mpiexec",
-    }  # fmt: skip
-    record = run_job(spec, cfd_proxy.run)
+    record = cfd_vs_fio.run_proxy_writes("creates", TIER, ranks, cells=1, writes=writes, purge=0)
     metrics = {m["metric"]: m["value"] for m in record["metrics"]}
     if "write_phase_time" not in metrics:
         raise RuntimeError(f"proxy failed: {record['metrics']}")
