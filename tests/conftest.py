@@ -56,6 +56,24 @@ def pipeline(tmp_path: Path):
     return run
 
 
+def job_spec(workload: str, tier_path, params: dict, **fields) -> dict:
+    """The spec a workload runner gets for one job (as matrix.run_spec makes it), for tests."""
+    return {
+        "study": "t",
+        "experiment": workload,
+        "workload": workload,
+        "tier": "scratch",
+        "tier_path": str(tier_path),
+        "tier_class": "disk",
+        "max_bytes": None,
+        "point": "p",
+        "params": params,
+        "repetition": 1,
+        "phase": "measured",
+        **fields,
+    }
+
+
 def fixture_text(name: str) -> str:
     """A captured output exactly as the tool wrote it (no newline translation: pv's "\r")."""
     with open(FIXTURES / name, newline="") as handle:

@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, job_spec
 from tierbench import cfd_writer, foam, matrix, rundir
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
@@ -253,12 +253,9 @@ def test_collated_two_rank_run_with_purge(tmp_path):
 
 
 def spec(tier_path, **params):
-    return {
-        "study": "t", "experiment": "cfd", "workload": "cfd_proxy", "tier": "scratch",
-        "tier_path": str(tier_path), "tier_class": "disk", "max_bytes": None,
-        "point": "p", "params": {**PARAMS, **params}, "repetition": 1, "phase": "measured",
-        "launcher": "mpiexec",
-    }  # fmt: skip
+    return job_spec(
+        "cfd_proxy", tier_path, {**PARAMS, **params}, experiment="cfd", launcher="mpiexec"
+    )
 
 
 def by_name(record):

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from conftest import job_spec
 from tierbench import cluster, matrix, preflight
 from tierbench.runner import run_job
 
@@ -63,21 +64,17 @@ def test_partition_of_hardware_file_reaches_tiers_and_spec(tmp_path):
 
 
 def spec(tmp_path, partition):
-    return {
-        "study": "s",
-        "experiment": "e",
-        "workload": "fio",
-        "tier": "t",
-        "tier_path": str(tmp_path),
-        "tier_class": "disk",
-        "max_bytes": None,
-        "point": "single",
-        "params": {},
-        "repetition": 1,
-        "phase": "measured",
-        "description": "",
-        "slurm_partition": partition,
-    }
+    return job_spec(
+        "fio",
+        tmp_path,
+        {},
+        study="s",
+        experiment="e",
+        tier="t",
+        point="single",
+        description="",
+        slurm_partition=partition,
+    )
 
 
 def test_job_in_a_partition_that_does_not_exist_records_the_reason(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import fixture_text
+from conftest import fixture_text, job_spec
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.matrix import check_point
 from tierbench.rundir import RunFolder
@@ -201,19 +201,8 @@ def test_dirty_limits_of_this_machine():
 
 
 def spec(tmp_path, **params):
-    return {
-        "study": "t",
-        "experiment": "dd_zero",
-        "workload": "dd",
-        "tier": "scratch",
-        "tier_path": str(tmp_path),
-        "tier_class": "disk",
-        "max_bytes": None,
-        "point": "p",
-        "params": {"block_size": "1M", "count": 4, "sync": "buffered", **params},
-        "repetition": 1,
-        "phase": "measured",
-    }
+    params = {"block_size": "1M", "count": 4, "sync": "buffered", **params}
+    return job_spec("dd", tmp_path, params, experiment="dd_zero")
 
 
 def sweep_spec(tmp_path, fraction, cap="64MiB", sync="buffered", **extra):

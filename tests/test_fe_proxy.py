@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
@@ -277,19 +277,7 @@ def test_deck_is_read_back_by_the_solver():
 
 
 def spec(tmp_path, **params):
-    return {
-        "study": "t",
-        "experiment": "optimisation",
-        "workload": "fe_proxy",
-        "tier": "scratch",
-        "tier_path": str(tmp_path),
-        "tier_class": "disk",
-        "max_bytes": None,
-        "point": "p",
-        "params": {**TINY, **params},
-        "repetition": 1,
-        "phase": "measured",
-    }
+    return job_spec("fe_proxy", tmp_path, {**TINY, **params}, experiment="optimisation")
 
 
 def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):

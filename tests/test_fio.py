@@ -3,7 +3,7 @@
 import errno
 
 import pytest
-from conftest import fixture_text
+from conftest import fixture_text, job_spec
 from tierbench.errors import PointFailed
 from tierbench.runner import run_job
 from tierbench.workloads import fio
@@ -100,19 +100,7 @@ def test_check_params_rejects_block_larger_than_file():
 
 
 def spec(tmp_path, **params):
-    return {
-        "study": "t",
-        "experiment": "worst_case",
-        "workload": "fio",
-        "tier": "scratch",
-        "tier_path": str(tmp_path),
-        "tier_class": "disk",
-        "max_bytes": None,
-        "point": "single",
-        "params": {**WORST, **params},
-        "repetition": 1,
-        "phase": "measured",
-    }
+    return job_spec("fio", tmp_path, {**WORST, **params}, experiment="worst_case", point="single")
 
 
 def test_direct_refused_is_not_applicable(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, job_spec
 from tierbench import matrix, preflight
 from tierbench.errors import PointFailed
 from tierbench.runner import run_job
@@ -90,19 +90,16 @@ def test_size_zero_would_never_stop_and_is_refused():
 
 
 def spec(tier_path, tier_class="disk", size="4MiB", max_bytes=None):
-    return {
-        "study": "t",
-        "experiment": "sinks",
-        "workload": "pv",
-        "tier": "scratch" if tier_class != "void" else "void",
-        "tier_path": str(tier_path),
-        "tier_class": tier_class,
-        "max_bytes": max_bytes,
-        "point": "single",
-        "params": {"size": size},
-        "repetition": 1,
-        "phase": "measured",
-    }
+    return job_spec(
+        "pv",
+        tier_path,
+        {"size": size},
+        experiment="sinks",
+        tier="scratch" if tier_class != "void" else "void",
+        tier_class=tier_class,
+        max_bytes=max_bytes,
+        point="single",
+    )
 
 
 def by_name(record):
