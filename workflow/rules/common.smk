@@ -29,6 +29,7 @@ _prepend_env("PATH", os.path.dirname(sys.executable))
 
 from tierbench import matrix  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
+from tierbench.workloads import estimate  # noqa: E402
 
 BASE = Path(workflow.basedir)
 PAPER_STUDIES = [
@@ -206,15 +207,10 @@ def point_resource(workload, name, default=1):
     A workload module may define e.g. ``threads(params)`` or ``tasks(params)``;
     without it every job gets ``default``.
     """
-    import importlib
-
-    workload_module = importlib.import_module(f"tierbench.workloads.{workload}")
 
     def resource(wildcards):
-        estimate = getattr(workload_module, name, None)
-        return (
-            int(estimate(point_of(wildcards, workload).params)) if estimate else default
-        )
+        params = point_of(wildcards, workload).params
+        return int(estimate(workload, name, params, default=default))
 
     return resource
 
@@ -240,15 +236,6 @@ def executor_name():
     return plugin.name if plugin is not None else None
 
 
-def _workload_estimate(workload, name, params):
-    import importlib
-
-    estimate = getattr(
-        importlib.import_module(f"tierbench.workloads.{workload}"), name, None
-    )
-    return estimate(params) if estimate else None
-
-
 def bench_slots(workload):
     """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = side by side."""
 
@@ -264,9 +251,7 @@ def bench_runtime(workload):
 
     def runtime(wildcards):
         params = point_of(wildcards, workload).params
-        return cluster.runtime_minutes(
-            _workload_estimate(workload, "runtime_s", params)
-        )
+        return cluster.runtime_minutes(estimate(workload, "runtime_s", params))
 
     return runtime
 
@@ -280,8 +265,8 @@ def bench_mem_mb(workload):
     def mem_mb(wildcards):
         params = point_of(wildcards, workload).params
         return cluster.memory_mb(
-            _workload_estimate(workload, "planned_bytes", params) or 0,
-            _workload_estimate(workload, "mem_mb", params) or 0,
+            estimate(workload, "planned_bytes", params) or 0,
+            estimate(workload, "mem_mb", params) or 0,
             node_memory,
         )
 

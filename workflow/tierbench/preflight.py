@@ -15,7 +15,6 @@ failed, with the reason, while the other points complete.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from . import mounts
 from .probe import probe_tier
 from .rundir import free_bytes, sweep_stale
 from .units import format_size
+from .workloads import estimate
 
 #: tools each workload calls; checked with shutil.which
 TOOLS = {
@@ -58,9 +58,7 @@ FS_TYPES = {
 
 def planned_bytes(workload: str, params: dict) -> int:
     """Bytes one point of a workload puts on its tier at once (0 if it says nothing)."""
-    module = importlib.import_module(f"tierbench.workloads.{workload}")
-    estimate = getattr(module, "planned_bytes", None)
-    return int(estimate(params)) if estimate else 0
+    return int(estimate(workload, "planned_bytes", params, default=0))
 
 
 def check_tier(name: str, tier: dict, sizes: list[int], safety: float) -> tuple[list, list]:
