@@ -11,7 +11,7 @@ from tierbench import cfd_writer, foam, native
 def helper():
     module = native.foamio()
     if module is None:
-        pytest.skip(f"the C helper is not built here: {native.status()}")
+        pytest.skip(f"the C helper is not built here: {native.status('foamio')}")
     return module
 
 
@@ -54,4 +54,4 @@ def test_switched_off_it_says_why(monkeypatch):
     monkeypatch.setattr(native, "_state", {})
     monkeypatch.setenv(native.SWITCH, "0")
     assert native.foamio() is None
-    assert native.status() == f"python ({native.SWITCH}=0)"
+    assert native.status("foamio") == f"python ({native.SWITCH}=0)"

@@ -1,13 +1,17 @@
 """Small C helpers of the instruments, built at run time with gcc and cached.
 
 :func:`foamio` returns the ``_foamio`` extension (``csrc/foamio.c``: one write
-time of an OpenFOAM rank in one call), or None where it cannot be built (no C
-compiler, no Python headers, or ``TIERBENCH_NATIVE=0``); callers then make the
-same system calls in Python, and the files are the same byte for byte. The
-build lands in ``$XDG_CACHE_HOME/tierbench`` (``~/.cache/tierbench``) under a
-name keyed by the source, the Python build and the platform, so a machine
-builds once; concurrent builds (MPI ranks) each compile to a file of their own
-and rename it into place. :func:`status` says which one a run used, and why.
+time of an OpenFOAM rank in one call) and :func:`feio` the ``_feio`` one
+(``csrc/feio.c``: an FE solver's output, one increment in one call), or None
+where they cannot be built (no C compiler, no Python headers, or
+``TIERBENCH_NATIVE=0``); callers then make the same system calls in Python, and
+the files are the same byte for byte. Helpers are built against this Python's
+headers and numpy's (``_feio`` reads the solver's arrays through numpy's C
+API). A build lands in ``$XDG_CACHE_HOME/tierbench`` (``~/.cache/tierbench``)
+under a name keyed by the source, the Python and numpy builds and the
+platform, so a machine builds once; concurrent builds (MPI ranks, worker
+processes) each compile to a file of their own and rename it into place.
+:func:`status` says which one a run used, and why.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import sys
 import sysconfig
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parent / "csrc" / "foamio.c"
+import numpy
+
+SOURCES = Path(__file__).resolve().parent / "csrc"
 SWITCH = "TIERBENCH_NATIVE"
 
+#: per helper name: the loaded module (or None) and the status line
 _state: dict = {}
 
 
@@ -34,25 +41,33 @@ def cache_dir() -> Path:
     return Path(base) / "tierbench"
 
 
-def foamio():
-    """The built extension, or None (see :func:`status` for why)."""
-    if "module" not in _state:
+def helper(name: str):
+    """The built ``_<name>`` extension of ``csrc/<name>.c``, or None (:func:`status` says why)."""
+    if name not in _state:
         try:
-            _state["module"] = _load(_build())
-            _state["status"] = "c"
+            _state[name] = (_load(name, _build(name)), "c")
         except (OSError, ImportError, subprocess.SubprocessError) as error:
-            _state["module"] = None
-            _state["status"] = f"python ({error})"
-    return _state["module"]
+            _state[name] = (None, f"python ({error})")
+    return _state[name][0]
 
 
-def status() -> str:
+def foamio():
+    """The OpenFOAM rank writer, or None."""
+    return helper("foamio")
+
+
+def feio():
+    """The FE solver output writer, or None."""
+    return helper("feio")
+
+
+def status(name: str) -> str:
     """``c``, or ``python (<why the C helper is not used>)``."""
-    foamio()
-    return _state["status"]
+    helper(name)
+    return _state[name][1]
 
 
-def _build() -> Path:
+def _build(name: str) -> Path:
     if os.environ.get(SWITCH, "1") == "0":
         raise ImportError(f"{SWITCH}=0")
     include = sysconfig.get_paths()["include"]
@@ -61,17 +76,18 @@ def _build() -> Path:
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         raise ImportError("no C compiler (gcc) on PATH")
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(
-        b"\0".join([source, sys.version.encode(), include.encode(), platform.machine().encode()])
-    ).hexdigest()[:16]
+    path = SOURCES / f"{name}.c"
+    source = path.read_bytes()
+    build = [sys.version, include, platform.machine(), numpy.__version__, numpy.get_include()]
+    key = hashlib.sha256(b"\0".join([source, *(part.encode() for part in build)])).hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = cache_dir() / f"_foamio-{key}{suffix}"
+    target = cache_dir() / f"_{name}-{key}{suffix}"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(partial)]
+    command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", f"-I{numpy.get_include()}"]
+    command += [str(path), "-o", str(partial)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -82,9 +98,9 @@ def _build() -> Path:
     return target
 
 
-def _load(path: Path):
-    loader = importlib.machinery.ExtensionFileLoader("_foamio", str(path))
-    spec = importlib.util.spec_from_loader("_foamio", loader)
+def _load(name: str, path: Path):
+    loader = importlib.machinery.ExtensionFileLoader(f"_{name}", str(path))
+    spec = importlib.util.spec_from_loader(f"_{name}", loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module

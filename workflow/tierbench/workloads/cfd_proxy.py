@@ -359,7 +359,7 @@ def run(job: Job) -> list[dict]:
     config = writer_config(p)
     job.folder.ensure_space(planned_bytes(p), job.max_bytes)
     # built here once (cached), so the ranks only load it
-    job.extra["file_writer"] = native.status()
+    job.extra["file_writer"] = native.status("foamio")
     job.log(
         f"{p['ensemble']} x {p['ranks']} ranks, {config['cells']} cells per rank, "
         f"{p['steps']} steps, write interval {p['write_interval']}, {p['file_handler']}, "
