@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, job_spec
-from tierbench import matrix
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tierbench import matrix, native
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
 from tierbench.workloads import fe_model, fe_proxy, ga
@@ -166,20 +168,32 @@ def task(folder, **parameters):
     }
 
 
+@pytest.fixture(params=["c", "python"])
+def writer(request, monkeypatch):
+    """Run the evaluation with the C helper's calls, then with their Python twin."""
+    if request.param == "c":
+        if native.feio() is None:
+            pytest.skip(f"the C helper is not built here: {native.status('feio')}")
+    else:
+        monkeypatch.setattr(native, "feio", lambda: None)
+    return request.param
+
+
 @pytest.fixture
-def recorded_opens(monkeypatch):
-    """Every path the evaluation opens (fe_proxy's own open, so nothing else is counted)."""
-    opened = []
+def recorded_paths(monkeypatch):
+    """Every path the evaluation opens: all of them pass Disk.target, the C helper's too."""
+    seen = []
+    real_target = fe_proxy.Disk.target
 
-    def recording_open(path, mode="r", *args, **kwargs):
-        opened.append((Path(path), mode))
-        return open(path, mode, *args, **kwargs)
+    def recording_target(self, path):
+        seen.append(Path(path))
+        return real_target(self, path)
 
-    monkeypatch.setattr(fe_proxy, "open", recording_open, raising=False)
-    return opened
+    monkeypatch.setattr(fe_proxy.Disk, "target", recording_target)
+    return seen
 
 
-def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, recorded_opens):
+def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, writer, recorded_paths):
     run = tmp_path / "run"
     run.mkdir()
     (tmp_path / "neighbour.txt").write_text("keep")
@@ -188,10 +202,10 @@ def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, recor
     record = fe_proxy.evaluate(task(folder))
     assert record["ok"] and 0 < record["misfit"] < 100
     assert list(run.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["neighbour.txt", "run"]
     assert (tmp_path / "neighbour.txt").read_text() == "keep"
-    written = {p for p, mode in recorded_opens if set(mode) & set("wa")}
-    assert written and all(p.parent == folder for p in written)
-    names = {p.name for p, _ in recorded_opens}
+    assert recorded_paths and all(p.parent == folder for p in recorded_paths)
+    names = {p.name for p in recorded_paths}
     assert {"job.inp", "job.msg", "job.sta", "job.odb", "job.res"} <= names
     assert record["files"] == config.output.files == len(names)
     # what was written: the pre-processor's share, a frame per increment, restarts, text
@@ -204,6 +218,41 @@ def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, recor
     )
     assert record["io_time"] > 0 and record["compute_time"] > 0
     assert record["eval_time"] == pytest.approx(record["io_time"] + record["compute_time"])
+
+
+def test_disk_refuses_paths_outside_its_folder(tmp_path):
+    disk = fe_proxy.Disk(tmp_path / "e1", "none")
+    for path in (tmp_path / "x", tmp_path / "e1" / "sub" / "x", "/etc/passwd", "job.odb"):
+        with pytest.raises(RuntimeError, match="outside the evaluation folder"):
+            disk.target(path)
+    assert disk.target(tmp_path / "e1" / "job.odb") == str(tmp_path / "e1" / "job.odb")
+
+
+@pytest.mark.parametrize("fsync", ["none", "increment"])
+def test_c_helper_and_python_write_the_same_files(tmp_path, monkeypatch, fsync):
+    if native.feio() is None:
+        pytest.skip(f"the C helper is not built here: {native.status('feio')}")
+    monkeypatch.setattr(fe_proxy.Disk, "remove", lambda self: None)  # keep the files to compare
+    start_worker({"fsync": fsync, "increments": 12, "restart_interval": 5})
+    records, trees = {}, {}
+    for name, feio in (("c", native.feio), ("python", lambda: None)):
+        monkeypatch.setattr(native, "feio", feio)
+        folder = tmp_path / name / "g01-e001"
+        folder.parent.mkdir()
+        records[name] = fe_proxy.evaluate(task(folder))
+        trees[name] = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert trees["c"] == trees["python"]
+    assert len(trees["c"]) == records["c"]["files"] == 10
+    for key in ("ok", "misfit", "iterations", "bytes", "files"):
+        assert records["c"][key] == records["python"][key]
+    assert records["c"]["bytes"] >= sum(len(data) for data in trees["c"].values())
+    # a header line, a column line, one line per increment, the end message
+    sta = trees["c"]["job.sta"].decode().splitlines()
+    assert len(sta) == 2 + 12 + 1 and sta[-1] == " THE ANALYSIS HAS COMPLETED SUCCESSFULLY"
+    assert sta[2].startswith("   1     1   1 ") and sta[2].endswith(" 8.33333E-02")
+    odb = trees["c"]["job.odb"]
+    assert len(odb) == 12 * 1024 and odb[:4] == b"FRM1" and odb[1024 : 1024 + 4] == b"FRM1"
+    assert len(trees["c"]["job.res"]) == 4 * 1024
 
 
 def test_output_grows_per_increment(tmp_path, monkeypatch):
@@ -250,19 +299,68 @@ def test_failed_solve_is_a_failed_evaluation_and_its_folder_goes(tmp_path, monke
     assert list(tmp_path.iterdir()) == []
 
 
-def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def feio():
+    module = native.feio()
+    if module is None:
+        pytest.skip(f"the C helper is not built here: {native.status('feio')}")
+    return module
+
+
+def _near_ties(draw_digits: int, scale: int) -> float:
+    """A double next to a rounding tie at ``draw_digits`` significant digits."""
+    return (10**draw_digits + 0.5) * 10.0**scale
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    x=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.floats(min_value=-1e6, max_value=1e6),
+        st.builds(_near_ties, st.integers(3, 6), st.integers(-30, 30)),
+    ),
+    precision=st.sampled_from([0, 1, 3, 5, 6, 12, 15, 17]),
+    width=st.sampled_from([0, 12]),
+)
+def test_c_float_text_is_pythons(feio, x, precision, width):
+    """The C helper formats floats itself (printf is slow): it must agree with Python."""
+    expected = f"{x:{width}.{precision}E}" if width else f"{x:.{precision}E}"
+    assert feio.format_e(x, precision, width) == expected
+
+
+def test_c_writer_refuses_arrays_it_cannot_write_as_float64(feio, tmp_path):
     start_worker()
-    real_write = fe_proxy.Disk.write
+    increments = []
+    fe_model.solve(fe_model.Bar(elements=2, increments=2), fe_proxy.TRUTH, increments.append)
+    fd = os.open(tmp_path / "job.odb", os.O_WRONLY | os.O_CREAT)
+    try:
+        writer = feio.Writer((fd, fd, fd), 1024, False, None, 0, 0, False)
+        writer(increments[0])
+        assert writer.written > 1024 and writer.restarts == 0
+        bad = fe_model.Increment(**{**vars(increments[1]), "stress": np.float32([1.0, 2.0])})
+        with pytest.raises(TypeError, match="stress"):
+            writer(bad)
+    finally:
+        os.close(fd)
 
-    def full(self, handle, data, flush=True):
-        if self.bytes > 20_000:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_write(self, handle, data, flush)
 
-    monkeypatch.setattr(fe_proxy.Disk, "write", full)
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("full", ["job.inp", "job.odb", "job.res"])
+def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch, writer, full):
+    """A write that finds the tier full (/dev/full in place of one file) raises ENOSPC."""
+    start_worker()
+    real_target = fe_proxy.Disk.target
+
+    def full_for_one_file(self, path):
+        checked = real_target(self, path)
+        return "/dev/full" if os.path.basename(checked) == full else checked
+
+    monkeypatch.setattr(fe_proxy.Disk, "target", full_for_one_file)
     with pytest.raises(OSError) as error:
         fe_proxy.evaluate(task(tmp_path / "g01-e001"))
     assert error.value.errno == errno.ENOSPC
+    if full != "job.odb":  # a file opened by path: the error names it
+        assert error.value.filename in ("/dev/full", b"/dev/full")
     assert list(tmp_path.iterdir()) == []
 
 

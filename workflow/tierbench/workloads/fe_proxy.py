@@ -29,6 +29,8 @@ the formatting of its output).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 import multiprocessing
 import os
@@ -36,11 +38,13 @@ import shutil
 import statistics
 import struct
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
 
+from .. import native
 from ..errors import PointNotApplicable, PointSkipped
 from ..records import metric
 from ..runner import Job, main
@@ -232,73 +236,82 @@ def planned_bytes(params: dict) -> int:
 
 # ---------------------------------------------------------------- solver output
 
+#: how files are created and appended to (the same flags in csrc/feio.c)
+CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
 
 class Disk:
-    """Every file-system call of an evaluation, timed, counted, and kept inside ``root``."""
+    """Every file-system call of an evaluation, timed, counted, and kept inside ``root``.
 
-    def __init__(self, root: Path, fsync: str):
-        self.root = Path(root)
+    Files are written with one system call per write, without buffers in
+    between: what an increment writes has reached the OS when the increment
+    ends, as a solver flushes its files. The calls are made by ``io``, the C
+    helper (``tierbench.native``) where it is built, else its Python twin
+    (:class:`PythonFeio`); the files are the same either way. With a model
+    this small, Python between the calls would cost as much as the calls
+    on a fast tier: paths are plain strings and a job's start and end are one
+    call each.
+    """
+
+    def __init__(self, root: str | os.PathLike, fsync: str, io=None):
+        self.root = os.fspath(root)
         self.fsync_policy = fsync
+        self.io = io or native.feio() or PythonFeio
         self.seconds = 0.0
         self.bytes = 0
         self.files = 0
-        self._paths: set[Path] = set()
+        self._paths: set[str] = set()
 
-    def _inside(self, path: Path) -> Path:
-        path = Path(path)
-        if self.root not in path.parents:
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def target(self, path: str) -> str:
+        """Where ``path`` is opened: the path itself, once checked to be in the folder."""
+        path = os.fspath(path)
+        if path.rpartition(os.sep)[0] != self.root:
             raise RuntimeError(f"refusing to write {path}: outside the evaluation folder")
         return path
 
-    def mkdir(self) -> None:
-        start = time.perf_counter()
-        self.root.mkdir()
-        self.seconds += time.perf_counter() - start
-
-    def open(self, path: Path, mode: str = "ab"):
-        path = self._inside(path)
-        start = time.perf_counter()
-        handle = open(path, mode)
-        self.seconds += time.perf_counter() - start
+    def claim(self, path: str) -> str:
+        """Count a file the evaluation writes (once); returns where it is opened."""
+        target = self.target(path)
         if path not in self._paths:
             self._paths.add(path)
             self.files += 1
-        return handle
+        return target
 
-    def write(self, handle, data: bytes | memoryview, flush: bool = True) -> None:
-        start = time.perf_counter()
-        handle.write(data)
-        if flush:
-            handle.flush()
-        self.seconds += time.perf_counter() - start
-        self.bytes += len(data)
+    def account(self, written: int, seconds: float) -> None:
+        """Count bytes and seconds of calls made by the helper."""
+        self.bytes += written
+        self.seconds += seconds
 
-    def sync(self, handle) -> None:
+    def mkdir(self) -> None:
         start = time.perf_counter()
-        handle.flush()
-        os.fsync(handle.fileno())
+        os.mkdir(self.root)
         self.seconds += time.perf_counter() - start
 
-    def close(self, handle) -> None:
-        start = time.perf_counter()
-        handle.close()
-        self.seconds += time.perf_counter() - start
+    def start(self, create: list[tuple[str, tuple]], append: list[tuple[str, tuple]]) -> tuple:
+        """Make whole files (fsync'd unless ``none``); open, write and keep the ``append`` ones.
 
-    def write_file(self, path: Path, *chunks: bytes | memoryview) -> None:
-        """Create or replace a whole file (the deck, a restart record)."""
-        handle = self.open(path, "wb")
-        try:
-            for chunk in chunks:
-                self.write(handle, chunk, flush=False)
-            if self.fsync_policy != "none":
-                self.sync(handle)
-        finally:
-            self.close(handle)
+        Returns the descriptors of the files kept open, in order.
+        """
+        fds, written, seconds = self.io.start(
+            [(self.claim(path), chunks) for path, chunks in create],
+            [(self.claim(path), chunks) for path, chunks in append],
+            self.fsync_policy != "none",
+        )
+        self.account(written, seconds)
+        return fds
 
-    def read(self, path: Path) -> bytes:
-        path = self._inside(path)
+    def finish(self, fds: tuple, texts: tuple) -> None:
+        """Append the last texts, fsync (with ``end``) and close every file."""
+        self.account(*self.io.finish(fds, texts, self.fsync_policy == "end"))
+
+    def read(self, path: str) -> bytes:
+        target = self.target(path)
         start = time.perf_counter()
-        with open(path, "rb") as handle:
+        with open(target, "rb") as handle:
             data = handle.read()
         self.seconds += time.perf_counter() - start
         return data
@@ -308,6 +321,22 @@ class Disk:
         start = time.perf_counter()
         shutil.rmtree(self.root, ignore_errors=True)
         self.seconds += time.perf_counter() - start
+
+
+def write_all(fd: int, chunks) -> int:
+    """``os.writev`` until every byte is down (a short write: a signal, a nearly full tier)."""
+    chunks = [view for view in (memoryview(c).cast("B") for c in chunks) if view.nbytes]
+    total = 0
+    while chunks:
+        done = os.writev(fd, chunks)
+        if done == 0:
+            raise OSError(errno.EIO, "write made no progress")
+        total += done
+        while chunks and done >= len(chunks[0]):
+            done -= len(chunks.pop(0))
+        if chunks:
+            chunks[0] = chunks[0][done:]
+    return total
 
 
 _ZEROS = b""
@@ -320,30 +349,170 @@ def _padding(size: int) -> memoryview:
     return memoryview(_ZEROS)[:size]
 
 
+#: a field-output frame: tag, increment number, time, force, 8 bytes reserved
+FRAME_HEADER = struct.Struct("<4sIdd8x")
+
+
 def _frame_bytes(elements: int) -> int:
     """Bytes of the real field data of one frame: header, U, S, LE, PE, PEEQ."""
-    return 32 + 8 * ((elements + 1) + 4 * elements)
+    return FRAME_HEADER.size + 8 * ((elements + 1) + 4 * elements)
 
 
-def _frame(increment: fe_model.Increment) -> bytes:
-    header = struct.pack("<4sIdd8x", b"FRM1", increment.number, increment.time, increment.force)
-    arrays = (
-        increment.displacement,
-        increment.stress,
-        increment.strain,
-        increment.plastic_strain,
-        increment.alpha,
+def _frame_parts(inc: fe_model.Increment) -> tuple:
+    """A frame as its header and its arrays (little-endian float64), written back to back."""
+    header = FRAME_HEADER.pack(b"FRM1", inc.number, inc.time, inc.force)
+    arrays = (inc.displacement, inc.stress, inc.strain, inc.plastic_strain, inc.alpha)
+    return (header, *(np.ascontiguousarray(a, dtype="<f8") for a in arrays))
+
+
+def _write_file(path: str | bytes, chunks, sync: bool) -> int:
+    """Create or empty ``path`` and write ``chunks``; an OSError names the path, as C's does."""
+    fd = os.open(path, CREATE, 0o666)
+    try:
+        written = write_all(fd, chunks)
+        if sync:
+            os.fsync(fd)
+    except OSError as error:
+        error.filename = path
+        raise
+    finally:
+        os.close(fd)
+    return written
+
+
+def write_increment(
+    fds: tuple[int, int, int],
+    inc: fe_model.Increment,
+    frame_bytes: int,
+    sync: bool,
+    restart: bytes | None,
+    restart_bytes: int,
+    restart_sync: bool,
+) -> tuple[int, float]:
+    """One increment's .msg lines, .sta line and .odb frame, and the restart file if given.
+
+    Returns the bytes written and the seconds spent in the calls.
+    """
+    msg = [
+        f" INCREMENT {inc.number:5d} STARTS. ATTEMPT NUMBER {inc.attempts:2d}, "
+        f"TIME INCREMENT {inc.time_increment:.3E}\n"
+    ]
+    msg += [
+        f"   EQUILIBRIUM ITERATION {i:3d}: LARGEST RELATIVE RESIDUAL {r:.3E}\n"
+        for i, r in enumerate(inc.residuals)
+    ]
+    msg.append(f"   CONVERGED AFTER {inc.iterations} ITERATIONS; FORCE {inc.force:.6E} N\n")
+    sta = (
+        f"   1 {inc.number:5d} {inc.attempts:3d} {inc.iterations:6d} "
+        f"{inc.time:12.5E} {inc.time:12.5E} {inc.time_increment:12.5E}\n"
     )
-    return header + b"".join(np.ascontiguousarray(a, dtype="<f8").tobytes() for a in arrays)
+    frame = _frame_parts(inc)
+    size = sum(memoryview(part).nbytes for part in frame)
+    padding = _padding(max(frame_bytes - size, 0))
+    text = "".join(msg).encode()
+    start = time.perf_counter()
+    written = write_all(fds[0], (text,)) + write_all(fds[1], (sta.encode(),))
+    written += write_all(fds[2], (*frame, padding) if padding else frame)
+    if sync:
+        for fd in fds:
+            os.fsync(fd)
+    if restart is not None:
+        padding = _padding(max(restart_bytes - size, 0))
+        written += _write_file(restart, (*frame, padding) if padding else frame, restart_sync)
+    return written, time.perf_counter() - start
+
+
+class IncrementWriter:
+    """The Python twin of ``Writer`` in ``csrc/feio.c`` (its comment says what it does)."""
+
+    def __init__(self, fds, frame_bytes, sync, restart, restart_interval, restart_bytes,
+                 restart_sync):  # fmt: skip
+        self.fds, self.frame_bytes, self.sync = tuple(fds), frame_bytes, sync
+        self.restart, self.restart_interval = restart, restart_interval
+        self.restart_bytes, self.restart_sync = restart_bytes, restart_sync
+        self.written, self.seconds, self.restarts = 0, 0.0, 0
+
+    def __call__(self, inc: fe_model.Increment) -> None:
+        due = self.restart is not None and self.restart_interval > 0
+        due = due and inc.number % self.restart_interval == 0
+        written, seconds = write_increment(
+            self.fds, inc, self.frame_bytes, self.sync,
+            self.restart if due else None, self.restart_bytes, self.restart_sync,
+        )  # fmt: skip
+        self.written += written
+        self.seconds += seconds
+        self.restarts += due
+
+
+def start_files(create, append, sync: bool) -> tuple[tuple, int, float]:
+    """The Python twin of ``start`` in ``csrc/feio.c``."""
+    begin, written, fds = time.perf_counter(), 0, []
+    try:
+        for path, chunks in create:
+            written += _write_file(path, chunks, sync)
+        for path, chunks in append:
+            fd = os.open(path, APPEND, 0o666)
+            fds.append(fd)
+            try:
+                written += write_all(fd, chunks)
+            except OSError as error:
+                error.filename = path
+                raise
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return tuple(fds), written, time.perf_counter() - begin
+
+
+def finish_files(fds: tuple, texts: tuple, sync: bool) -> tuple[int, float]:
+    """The Python twin of ``finish`` in ``csrc/feio.c``: every file is closed, whatever fails."""
+    begin, written, failure = time.perf_counter(), 0, None
+    for fd, text in zip(fds, texts, strict=True):
+        try:
+            if failure is None:
+                written += write_all(fd, (text,))
+                if sync:
+                    os.fsync(fd)
+        except OSError as error:
+            failure = error
+        try:
+            os.close(fd)
+        except OSError as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
+    return written, time.perf_counter() - begin
+
+
+class PythonFeio:
+    """The C helper's interface, in Python, where the helper is not built."""
+
+    Writer = IncrementWriter
+    start = staticmethod(start_files)
+    finish = staticmethod(finish_files)
 
 
 def input_deck(label: str, bar: fe_model.Bar, material: fe_model.Material, output: Output) -> str:
     """An Abaqus-like input deck of the bar; the solver reads its *PARAMETER block back."""
+    return _deck_head(label, bar, material) + _deck_model(bar, output)
+
+
+#: the material's parameters, in the order the deck lists them
+MATERIAL_FIELDS = tuple(f.name for f in fields(fe_model.Material))
+
+
+def _deck_head(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
+    """The deck up to its *PARAMETER block: what differs between evaluations."""
+    return (
+        f"*HEADING\ntierbench fe_proxy {label}: tapered elasto-plastic bar, "
+        f"{bar.elements} elements\n*PARAMETER\n"
+    ) + "".join(f"{name} = {getattr(material, name):.12e}\n" for name in MATERIAL_FIELDS)
+
+
+def _deck_model(bar: fe_model.Bar, output: Output) -> str:
+    """The deck after *PARAMETER: the same for every evaluation of a run."""
     lines = [
-        "*HEADING",
-        f"tierbench fe_proxy {label}: tapered elasto-plastic bar, {bar.elements} elements",
-        "*PARAMETER",
-        *(f"{name} = {value:.12e}" for name, value in material.as_dict().items()),
         "*NODE, NSET=ALL",
         *(f"{i + 1}, {x:.6f}" for i, x in enumerate(bar.nodes)),
         "*ELEMENT, TYPE=T2D2, ELSET=BAR",
@@ -374,8 +543,10 @@ def input_deck(label: str, bar: fe_model.Bar, material: fe_model.Material, outpu
 def read_parameters(deck: str) -> fe_model.Material:
     """The *PARAMETER block of a deck, as the solver's material."""
     values, inside = {}, False
-    for line in deck.splitlines():
+    for line in StringIO(deck):  # line by line: the block is near the top
         if line.startswith("*"):
+            if inside:
+                break  # the block has ended
             inside = line.strip().upper() == "*PARAMETER"
             continue
         if inside and "=" in line:
@@ -385,76 +556,57 @@ def read_parameters(deck: str) -> fe_model.Material:
 
 
 class SolverOutput:
-    """The files an implicit solver keeps open and extends during an analysis."""
+    """The files an implicit solver writes, keeps open and extends during an analysis.
 
-    def __init__(self, disk: Disk, folder: Path, label: str, output: Output):
-        self.disk, self.folder, self.label, self.output = disk, folder, label, output
-        self.handles = {}
-        self.restart = folder / "job.res"
+    Once started, :attr:`on_increment` is what the solve calls with every
+    converged increment: the C helper's ``Writer`` itself where it is built, so
+    no Python runs between the solve and the system calls.
+    """
 
-    def start(self) -> None:
-        """Open the files kept open during the analysis and write their headers."""
-        for suffix in (".msg", ".sta", ".odb"):
-            self.handles[suffix] = self.disk.open(self.folder / f"job{suffix}", "ab")
-        self._text(
-            ".sta",
+    SUFFIXES = (".msg", ".sta", ".odb")
+
+    def __init__(self, disk: Disk, label: str, output: Output):
+        self.disk, self.label, self.output = disk, label, output
+        self.fds: tuple[int, ...] = ()
+        self.restart = disk.path("job.res")
+        self.on_increment = None
+
+    def start(self, files: list[tuple[str, tuple]]) -> None:
+        """Write ``files`` (the deck, the pre-processor's), open the files kept open."""
+        disk, out = self.disk, self.output
+        headers = (
+            f" ANALYSIS {self.label}: NEWTON-RAPHSON, FORCE RESIDUAL TEST\n".encode(),
             f" tierbench fe_proxy {self.label}\n"
-            " STEP  INC ATT  ITERS   TOTAL TIME   STEP TIME    INC OF TIME\n",
+            " STEP  INC ATT  ITERS   TOTAL TIME   STEP TIME    INC OF TIME\n".encode(),
+            b"",
         )
-        self._text(".msg", f" ANALYSIS {self.label}: NEWTON-RAPHSON, FORCE RESIDUAL TEST\n")
-
-    def _text(self, suffix: str, text: str) -> None:
-        self.disk.write(self.handles[suffix], text.encode())
-
-    def increment(self, inc: fe_model.Increment) -> None:
-        out = self.output
-        msg = [
-            f" INCREMENT {inc.number:5d} STARTS. ATTEMPT NUMBER {inc.attempts:2d}, "
-            f"TIME INCREMENT {inc.time_increment:.3E}\n"
-        ]
-        msg += [
-            f"   EQUILIBRIUM ITERATION {i:3d}: LARGEST RELATIVE RESIDUAL {r:.3E}\n"
-            for i, r in enumerate(inc.residuals)
-        ]
-        msg.append(f"   CONVERGED AFTER {inc.iterations} ITERATIONS; FORCE {inc.force:.6E} N\n")
-        self._text(".msg", "".join(msg))
-        self._text(
-            ".sta",
-            f"   1 {inc.number:5d} {inc.attempts:3d} {inc.iterations:6d} "
-            f"{inc.time:12.5E} {inc.time:12.5E} {inc.time_increment:12.5E}\n",
-        )
-        frame = _frame(inc)
-        padding = _padding(max(out.increment_bytes - len(frame), 0))
-        self.disk.write(self.handles[".odb"], frame, flush=not padding)
-        if padding:
-            self.disk.write(self.handles[".odb"], padding)
-        if out.fsync == "increment":
-            for handle in self.handles.values():
-                self.disk.sync(handle)
-        if out.restart_interval and inc.number % out.restart_interval == 0:
-            padding = _padding(max(out.restart_bytes - len(frame), 0))
-            self.disk.write_file(self.restart, frame, padding)
+        kept = [(disk.path(f"job{s}"), (h,)) for s, h in zip(self.SUFFIXES, headers, strict=True)]
+        self.fds = disk.start(files, kept)
+        self.on_increment = disk.io.Writer(
+            self.fds, out.increment_bytes, out.fsync == "increment",
+            disk.target(self.restart), out.restart_interval,
+            out.restart_bytes, out.fsync != "none",
+        )  # fmt: skip
 
     def finish(self, message: str) -> None:
-        self._text(".sta", message + "\n")
-        self._text(".msg", message + "\n")
+        """The analysis' last line in .msg and .sta; every file closed (fsync'd with ``end``)."""
+        writer = self.on_increment
+        self.disk.account(writer.written, writer.seconds)
+        if writer.restarts:
+            self.disk.claim(self.restart)
+        text = (message + "\n").encode()
+        fds, self.fds = self.fds, ()
+        self.disk.finish(fds, (text, text, b""))
 
-    def close(self, quiet: bool = False) -> None:
-        """Close every file (fsync first with ``fsync: end``); ``quiet`` ignores errors."""
-        for handle in self.handles.values():
-            if handle.closed:
-                continue
-            try:
-                if self.output.fsync == "end":
-                    self.disk.sync(handle)
-                self.disk.close(handle)
-            except OSError:
-                if not quiet:
-                    raise
-                handle.close()
+    def close(self) -> None:
+        """After an error: close what is still open, quietly."""
+        fds, self.fds = self.fds, ()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
-def write_preprocessor_files(disk: Disk, folder: Path, output: Output) -> None:
+def preprocessor_files(output: Output) -> tuple[tuple[str, int], ...]:
     """The files a pre-processor writes before the analysis, sharing ``model_bytes``."""
     extras = output.files - output.core_files
     names = [f"job{s}" for s in EXTRA_SUFFIXES[:extras]]
@@ -462,17 +614,7 @@ def write_preprocessor_files(disk: Disk, folder: Path, output: Output) -> None:
     if not names:  # no room for separate files: the model data opens the .odb
         names = ["job.odb"]
     share, rest = divmod(output.model_bytes, len(names))
-    for i, name in enumerate(names):
-        size = share + (1 if i < rest else 0)
-        path = folder / name
-        if name == "job.odb":
-            handle = disk.open(path, "ab")
-            try:
-                disk.write(handle, _padding(size))
-            finally:
-                disk.close(handle)
-        else:
-            disk.write_file(path, _padding(size))
+    return tuple((name, share + (1 if i < rest else 0)) for i, name in enumerate(names))
 
 
 # ---------------------------------------------------------------- one evaluation
@@ -481,8 +623,14 @@ _WORKER: dict = {}
 
 
 def init_worker(bar: fe_model.Bar, output: Output, target: np.ndarray) -> None:
-    """Pool initializer: what every evaluation of a run shares."""
-    _WORKER.update(bar=bar, output=output, target=target)
+    """Pool initializer: what every evaluation of a run shares, made once."""
+    _WORKER.update(
+        bar=bar,
+        output=output,
+        target=target,
+        deck_model=_deck_model(bar, output).encode(),
+        preprocessor=[(name, (_padding(size),)) for name, size in preprocessor_files(output)],
+    )
 
 
 def evaluate(task: dict) -> dict:
@@ -493,10 +641,10 @@ def evaluate(task: dict) -> dict:
     propagates. Either way the folder is gone afterwards.
     """
     bar, output, target = _WORKER["bar"], _WORKER["output"], _WORKER["target"]
-    folder, label = Path(task["folder"]), task["label"]
+    label = task["label"]
     material = replace(TRUTH, **task["parameters"])
     start = time.perf_counter()
-    disk = Disk(folder, output.fsync)
+    disk = Disk(task["folder"], output.fsync)
     record = {
         "label": label,
         "parameters": task["parameters"],
@@ -509,14 +657,16 @@ def evaluate(task: dict) -> dict:
     solver = None
     try:
         disk.mkdir()
-        deck = folder / "job.inp"
-        disk.write_file(deck, input_deck(label, bar, material, output).encode())
-        write_preprocessor_files(disk, folder, output)
-        solver = SolverOutput(disk, folder, label, output)
-        solver.start()
+        deck = disk.path("job.inp")
+        deck_text = (_deck_head(label, bar, material).encode(), _WORKER["deck_model"])
+        solver = SolverOutput(disk, label, output)
+        solver.start(
+            [(deck, deck_text)]
+            + [(disk.path(name), chunks) for name, chunks in _WORKER["preprocessor"]]
+        )
         parsed = read_parameters(disk.read(deck).decode())
         try:
-            solution = fe_model.solve(bar, parsed, solver.increment)
+            solution = fe_model.solve(bar, parsed, solver.on_increment)
         except fe_model.ConvergenceError as error:
             solver.finish(f" THE ANALYSIS HAS NOT BEEN COMPLETED: {error}")
             record["error"] = str(error)
@@ -528,10 +678,9 @@ def evaluate(task: dict) -> dict:
                 iterations=sum(solution.iterations),
                 cutbacks=solution.cutbacks,
             )
-        solver.close()
     finally:
         if solver is not None:
-            solver.close(quiet=True)  # after an error: nothing may stay open
+            solver.close()  # after an error: nothing may stay open
         disk.remove()
     record["eval_time"] = time.perf_counter() - start
     record["io_time"] = disk.seconds
