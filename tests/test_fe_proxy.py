@@ -337,7 +337,7 @@ def test_c_writer_refuses_arrays_it_cannot_write_as_float64(feio, tmp_path):
         writer = feio.Writer((fd, fd, fd), 1024, False, None, 0, 0, False)
         writer(increments[0])
         assert writer.written > 1024 and writer.restarts == 0
-        bad = fe_model.Increment(**{**vars(increments[1]), "stress": np.float32([1.0, 2.0])})
+        bad = increments[1]._replace(stress=np.float32([1.0, 2.0]))
         with pytest.raises(TypeError, match="stress"):
             writer(bad)
     finally:

@@ -264,7 +264,7 @@ class Disk:
         self._paths: set[str] = set()
 
     def path(self, name: str) -> str:
-        return os.path.join(self.root, name)
+        return self.root + os.sep + name
 
     def target(self, path: str) -> str:
         """Where ``path`` is opened: the path itself, once checked to be in the folder."""
@@ -544,14 +544,13 @@ def read_parameters(deck: str) -> fe_model.Material:
     """The *PARAMETER block of a deck, as the solver's material."""
     values, inside = {}, False
     for line in StringIO(deck):  # line by line: the block is near the top
-        if line.startswith("*"):
+        if line[0] == "*":
             if inside:
                 break  # the block has ended
-            inside = line.strip().upper() == "*PARAMETER"
-            continue
-        if inside and "=" in line:
-            name, value = (part.strip() for part in line.split("=", 1))
-            values[name] = float(value)
+            inside = line.rstrip().upper() == "*PARAMETER"
+        elif inside and "=" in line:
+            name, _, value = line.partition("=")
+            values[name.strip()] = float(value)
     return fe_model.Material(**values)
 
 
