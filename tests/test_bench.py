@@ -78,6 +78,16 @@ def test_goal_flags(tiny_run):
     assert default["skipped"] == "skipped (--tiny)"
 
 
+def test_fe_overhead_pairs_every_evaluation(tiny_run):
+    """Item 3 runs each evaluation output-off and to the void: one pair per evaluation."""
+    _, result = tiny_run
+    row = next(row for row in result["rows"] if row["key"] == "fe_harness_overhead")
+    evaluations = 2 * 4 * 1  # --tiny: 2 rounds of population 4 x 1 generation
+    assert row["n"] == len(row["off_s"]) == len(row["void_s"]) == evaluations
+    ratios = [v / o for o, v in zip(row["off_s"], row["void_s"], strict=True)]
+    assert sorted(ratios) == pytest.approx(sorted(row["values"]))
+
+
 def test_table_prints_every_row(tiny_run):
     stdout, result = tiny_run
     lines = [line for line in stdout.splitlines() if line.startswith("| ")]

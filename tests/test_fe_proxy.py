@@ -394,6 +394,7 @@ def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):
         assert low <= metrics[f"best_{name}"]["value"] <= high
         assert metrics[f"error_{name}"]["unit"] == "%"
     assert len(record["extra"]["evaluations"]) == 8
+    assert record["extra"]["file_writer"] == native.status("feio")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["users-file.txt"]
 
 

@@ -809,6 +809,9 @@ def run(job: Job) -> list[dict]:
             "set oversubscribe: true to run more workers than cores"
         )
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
+    # who writes the solver output: the C helper ("c") or Python, and why; asked
+    # before the workers fork, so a first build happens once
+    job.extra["file_writer"] = native.status("feio")
     job.log(
         f"GA: population {config.ga.population}, {config.ga.generations} generations, "
         f"{config.cores} workers; FE: {config.bar.elements} elements, "
