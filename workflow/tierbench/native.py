@@ -8,10 +8,10 @@ where they cannot be built (no C compiler, no Python headers, or
 the files are the same byte for byte. Helpers are built against this Python's
 headers and numpy's (``_feio`` reads the solver's arrays through numpy's C
 API). A build lands in ``$XDG_CACHE_HOME/tierbench`` (``~/.cache/tierbench``)
-under a name keyed by the source, the Python and numpy builds and the
-platform, so a machine builds once; concurrent builds (MPI ranks, worker
-processes) each compile to a file of their own and rename it into place.
-:func:`status` says which one a run used, and why.
+under a name keyed by the sources (the shared ``csrc/*.h`` too), the Python
+and numpy builds and the platform, so a machine builds once; concurrent
+builds (MPI ranks, worker processes) each compile to a file of their own and
+rename it into place. :func:`status` says which one a run used, and why.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _build(name: str) -> Path:
     if compiler is None:
         raise ImportError("no C compiler (gcc) on PATH")
     path = SOURCES / f"{name}.c"
-    source = path.read_bytes()
+    source = b"".join(p.read_bytes() for p in [path, *sorted(SOURCES.glob("*.h"))])
     build = [sys.version, include, platform.machine(), numpy.__version__, numpy.get_include()]
     key = hashlib.sha256(b"\0".join([source, *(part.encode() for part in build)])).hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

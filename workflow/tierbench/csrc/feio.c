@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "write_all.h"
+
 #define HEADER_BYTES 32
 #define ARRAY_COUNT 5
 #define MAX_PARTS 64
@@ -79,38 +81,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* writev until every byte is down (short writes: a signal, a nearly full tier) */
-static Py_ssize_t write_all(int fd, struct iovec *iov, int count) {
-    Py_ssize_t total = 0;
-    for (;;) {
-        while (count > 0 && iov->iov_len == 0) {  /* nothing to write: not a stalled write */
-            iov++;
-            count--;
-        }
-        if (count == 0) break;
-        ssize_t done = writev(fd, iov, count);
-        if (done < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (done == 0) {
-            errno = EIO;
-            return -1;
-        }
-        total += done;
-        while (count > 0 && (size_t)done >= iov->iov_len) {
-            done -= (ssize_t)iov->iov_len;
-            iov++;
-            count--;
-        }
-        if (count > 0) {
-            iov->iov_base = (char *)iov->iov_base + done;
-            iov->iov_len -= (size_t)done;
-        }
-    }
-    return total;
 }
 
 /* create or empty a file, write the parts, fsync if asked, close; -1 with errno */

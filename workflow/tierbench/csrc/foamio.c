@@ -26,38 +26,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "write_all.h"
+
 #define MAX_PARTS 64
 
 static PyObject *raise_for(PyObject *path) {
     PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
     return NULL;
-}
-
-/* writev until every byte is down (short writes: a signal, more than 2 GiB) */
-static Py_ssize_t write_all(int fd, struct iovec *iov, int count) {
-    Py_ssize_t total = 0;
-    while (count > 0) {
-        ssize_t done = writev(fd, iov, count);
-        if (done < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (done == 0) {
-            errno = EIO;
-            return -1;
-        }
-        total += done;
-        while (count > 0 && (size_t)done >= iov->iov_len) {
-            done -= (ssize_t)iov->iov_len;
-            iov++;
-            count--;
-        }
-        if (count > 0) {
-            iov->iov_base = (char *)iov->iov_base + done;
-            iov->iov_len -= (size_t)done;
-        }
-    }
-    return total;
 }
 
 static PyObject *write_time(PyObject *self, PyObject *args) {

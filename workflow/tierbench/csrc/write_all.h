@@ -1,0 +1,45 @@
+/* write_all.h: writev until every byte is down, for the C helpers of tierbench.
+ *
+ * Short writes happen (a signal, more than 2 GiB, a nearly full tier); empty
+ * parts are skipped, so nothing to write is not taken for a stalled write.
+ * Returns the bytes written, or -1 with errno set. Included by foamio.c and
+ * feio.c; tierbench.native rebuilds a helper when this file changes.
+ */
+#ifndef TIERBENCH_WRITE_ALL_H
+#define TIERBENCH_WRITE_ALL_H
+
+#include <errno.h>
+#include <sys/uio.h>
+
+static Py_ssize_t write_all(int fd, struct iovec *iov, int count) {
+    Py_ssize_t total = 0;
+    for (;;) {
+        while (count > 0 && iov->iov_len == 0) {
+            iov++;
+            count--;
+        }
+        if (count == 0) break;
+        ssize_t done = writev(fd, iov, count);
+        if (done < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (done == 0) {
+            errno = EIO;
+            return -1;
+        }
+        total += done;
+        while (count > 0 && (size_t)done >= iov->iov_len) {
+            done -= (ssize_t)iov->iov_len;
+            iov++;
+            count--;
+        }
+        if (count > 0) {
+            iov->iov_base = (char *)iov->iov_base + done;
+            iov->iov_len -= (size_t)done;
+        }
+    }
+    return total;
+}
+
+#endif
