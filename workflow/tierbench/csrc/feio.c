@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "write_all.h"
+#include "files.h"
 
 #define HEADER_BYTES 32
 #define ARRAY_COUNT 5
@@ -81,21 +81,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* create or empty a file, write the parts, fsync if asked, close; -1 with errno */
-static Py_ssize_t write_file(const char *path, struct iovec *iov, int count, int sync_file) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return -1;
-    Py_ssize_t done = write_all(fd, iov, count);
-    int saved = done < 0 ? errno : 0;
-    if (!saved && sync_file && fsync(fd) != 0) saved = errno;
-    if (close(fd) != 0 && !saved) saved = errno;
-    if (saved) {
-        errno = saved;
-        return -1;
-    }
-    return done;
 }
 
 static char *padding_of(size_t size) {

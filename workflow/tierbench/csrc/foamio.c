@@ -26,7 +26,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "write_all.h"
+#include "files.h"
 
 #define MAX_PARTS 64
 
@@ -90,17 +90,11 @@ static PyObject *write_time(PyObject *self, PyObject *args) {
             return NULL;
         }
         const char *file = PyBytes_AS_STRING(name);
-        Py_ssize_t done = 0;
-        int fd, saved = 0;
+        Py_ssize_t done;
+        int saved = 0;
         Py_BEGIN_ALLOW_THREADS
-        fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (fd < 0) {
-            saved = errno;
-        } else {
-            done = write_all(fd, iov, (int)count);
-            if (done < 0 || (fsync_files && fsync(fd) != 0)) saved = errno;
-            if (close(fd) != 0 && !saved) saved = errno;
-        }
+        done = write_file(file, iov, (int)count, fsync_files);
+        if (done < 0) saved = errno;
         Py_END_ALLOW_THREADS
         for (Py_ssize_t k = 0; k < held; k++) PyBuffer_Release(&views[k]);
         if (saved) {
