@@ -267,7 +267,7 @@ def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time
         # who made the files: the C helper ("c") or Python, and why (tierbench.native)
         "file_writer": "python (collated)"
         if config["file_handler"] == "collated"
-        else (native.status("foamio")),
+        else native.status("foamio"),
     }
     return result
 
