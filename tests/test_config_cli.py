@@ -53,3 +53,37 @@ def test_unknown_tier_in_experiment(pipeline, tmp_path):
     )
     done = pipeline("-n", "--configfile", str(bad), check=False)
     assert done.returncode != 0 and "lustre_scratch" in done.stdout + done.stderr
+
+
+def job_resources(output: str, rule: str) -> list[dict]:
+    """The `resources:` line of every job of a rule in a dry run's listing, parsed."""
+    found = []
+    for block in output.split("\nrule ")[1:]:
+        if block.startswith(f"{rule}:"):
+            line = next(li for li in block.splitlines() if li.strip().startswith("resources:"))
+            pairs = line.split(":", 1)[1].split(", ")
+            found.append(dict(pair.strip().split("=", 1) for pair in pairs))
+    return found
+
+
+def test_job_resources_with_and_without_partitions_and_exclusive(pipeline, tmp_path):
+    """Resources that vary by job are functions, the others plain values: both reach the jobs."""
+    plain = job_resources(pipeline("-n", "--config", "scale=smoke").stdout, "fio")
+    assert plain and all(
+        r["bench"] == "1" and r["slurm_partition"] == "" and r["slurm_extra"] == "" for r in plain
+    )
+    assert all(int(r["runtime"]) >= 1 and int(r["mem_mb"]) > 0 for r in plain)
+
+    partitioned = tmp_path / "partitioned.yaml"
+    partitioned.write_text(
+        "exclusive: true\n"
+        "tiers:\n"
+        "  shm: {path: /dev/shm, class: shm, max_bytes: 2GiB, partition: fat}\n"
+        "  disk: {path: results/scratch, class: disk, max_bytes: 2GiB}\n"
+        "  void: {path: /dev/null, class: void}\n"
+    )
+    done = pipeline("-n", "--configfile", str(partitioned), "--config", "scale=smoke")
+    jobs = job_resources(done.stdout, "fio")
+    assert {r["slurm_partition"] for r in jobs} == {"fat", ""}  # shm's points, disk's
+    # exclusive nodes: whole nodes asked for; locally still one benchmark at a time
+    assert all(r["slurm_extra"] == "--exclusive" and r["bench"] == "1" for r in jobs)

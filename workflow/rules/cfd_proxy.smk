@@ -27,8 +27,8 @@ rule cfd_proxy:
         cpus_per_task=1,
         runtime=bench_runtime("cfd_proxy"),
         mem_mb_per_cpu=bench_mem_mb_per_cpu("cfd_proxy"),
-        slurm_partition=slurm_partition,
-        slurm_extra=bench_slurm_extra,
+        slurm_partition=SLURM_PARTITION,
+        slurm_extra=BENCH_SLURM_EXTRA,
     params:
         spec=run_spec("cfd_proxy"),
     shell:

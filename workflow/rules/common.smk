@@ -4,11 +4,13 @@ Rules stay small: they name paths, and the functions below turn wildcards into
 the inputs and parameters a job needs.
 """
 
+import inspect
 import json
 import os
 import sys
 from pathlib import Path
 
+from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 
 # The tierbench package lives in workflow/; jobs (local, conda or Slurm) find
@@ -30,6 +32,17 @@ _prepend_env("PATH", os.path.dirname(sys.executable))
 from tierbench import matrix  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
 from tierbench.workloads import estimate  # noqa: E402
+
+
+def per_job(func):
+    """Mark a function Snakemake calls for every job, and give it its signature now.
+
+    Snakemake inspects an input or resource function's signature on each
+    call, several times for every job: a few percent of a large dry run.
+    """
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
 
 BASE = Path(workflow.basedir)
 PAPER_STUDIES = [
@@ -138,6 +151,7 @@ def experiment_description(point):
 def run_spec(workload):
     """Input function: the JSON spec a workload runner gets for one job."""
 
+    @per_job
     def spec(wildcards):
         point = point_of(wildcards, workload)
         return matrix.run_spec(
@@ -150,6 +164,7 @@ def run_spec(workload):
 def benchmark_inputs(workload):
     """Input function: a benchmark waits for the preflight and, if measured, its warm-up."""
 
+    @per_job
     def inputs(wildcards):
         needed = {"preflight": f"results/{wildcards.study}/preflight.json"}
         if int(wildcards.rep) > 0 and STUDIES[wildcards.study].get("warmup", True):
@@ -208,6 +223,7 @@ def point_resource(workload, name, default=1):
     without it every job gets ``default``.
     """
 
+    @per_job
     def resource(wildcards):
         params = point_of(wildcards, workload).params
         return int(estimate(workload, name, params, default=default))
@@ -237,8 +253,15 @@ def executor_name():
 
 
 def bench_slots(workload):
-    """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = side by side."""
+    """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = side by side.
 
+    Only `exclusive: true` lets it depend on the executor and the tier;
+    otherwise it is 1 for every job, and a number spares a call per job.
+    """
+    if not config.get("exclusive"):
+        return 1
+
+    @per_job
     def slots(wildcards):
         tier = TIERS[point_of(wildcards, workload).tier]
         return cluster.bench_slots(executor_name(), bool(config.get("exclusive")), tier)
@@ -249,6 +272,7 @@ def bench_slots(workload):
 def bench_runtime(workload):
     """Resource `runtime` (minutes): from the workload's `runtime_s(params)` estimate."""
 
+    @per_job
     def runtime(wildcards):
         params = point_of(wildcards, workload).params
         return cluster.runtime_minutes(estimate(workload, "runtime_s", params))
@@ -262,6 +286,7 @@ def bench_mem_mb(workload):
 
     node_memory = parse_size(HARDWARE["memory"]) if HARDWARE.get("memory") else None
 
+    @per_job
     def mem_mb(wildcards):
         params = point_of(wildcards, workload).params
         return cluster.memory_mb(
@@ -280,17 +305,18 @@ def bench_mem_mb_per_cpu(workload):
     total = bench_mem_mb(workload)
     tasks = point_resource(workload, "tasks")
 
+    @per_job
     def mem_mb_per_cpu(wildcards):
         return -(-total(wildcards) // max(1, tasks(wildcards)))
 
     return mem_mb_per_cpu
 
 
-def bench_slurm_extra(wildcards):
-    """Resource `slurm_extra`: whole nodes for benchmark jobs with `exclusive: true`."""
-    return cluster.slurm_extra(bool(config.get("exclusive")))
+#: Resource `slurm_extra`: whole nodes for benchmark jobs with `exclusive: true`.
+BENCH_SLURM_EXTRA = cluster.slurm_extra(bool(config.get("exclusive")))
 
 
+@per_job
 def slurm_partition(wildcards):
     """Resource `slurm_partition`: the tier's partition, else the hardware file's.
 
@@ -319,6 +345,15 @@ def slurm_partition(wildcards):
     return ""
 
 
+#: Resource `slurm_partition` of the rules: a function only when some partition is named.
+SLURM_PARTITION = (
+    slurm_partition
+    if HARDWARE.get("partition") or any(t.get("partition") for t in TIERS.values())
+    else ""
+)
+
+
+@per_job
 def mpi_launcher(wildcards):
     """Resource `mpi`: `srun --mpi=pmix` under Slurm, `mpiexec` locally
     (or the hardware file's `mpi`). Use as `{resources.mpi} -n {resources.tasks} ...`.

@@ -16,8 +16,8 @@ rule dd:
         runtime=bench_runtime("dd"),
         mem_mb=bench_mem_mb("dd"),
         nodes=1,
-        slurm_partition=slurm_partition,
-        slurm_extra=bench_slurm_extra,
+        slurm_partition=SLURM_PARTITION,
+        slurm_extra=BENCH_SLURM_EXTRA,
     params:
         spec=run_spec("dd"),
     shell:

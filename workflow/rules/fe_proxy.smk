@@ -17,8 +17,8 @@ rule fe_proxy:
         runtime=bench_runtime("fe_proxy"),
         mem_mb=bench_mem_mb("fe_proxy"),
         nodes=1,
-        slurm_partition=slurm_partition,
-        slurm_extra=bench_slurm_extra,
+        slurm_partition=SLURM_PARTITION,
+        slurm_extra=BENCH_SLURM_EXTRA,
     params:
         spec=run_spec("fe_proxy"),
     shell:

@@ -17,8 +17,8 @@ rule fio:
         runtime=bench_runtime("fio"),
         mem_mb=bench_mem_mb("fio"),
         nodes=1,
-        slurm_partition=slurm_partition,
-        slurm_extra=bench_slurm_extra,
+        slurm_partition=SLURM_PARTITION,
+        slurm_extra=BENCH_SLURM_EXTRA,
     params:
         spec=run_spec("fio"),
     shell:

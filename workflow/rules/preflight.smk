@@ -12,7 +12,7 @@ rule preflight:
     resources:
         runtime=10,
         mem_mb=1000,
-        slurm_partition=slurm_partition,
+        slurm_partition=SLURM_PARTITION,
     params:
         spec=preflight_spec,
     shell:
@@ -32,7 +32,7 @@ rule probe:
     resources:
         runtime=10,
         mem_mb=1000,
-        slurm_partition=slurm_partition,
+        slurm_partition=SLURM_PARTITION,
     params:
         tiers=lambda wildcards: json.dumps(
             {name: TIERS[name] for name in study_tiers(wildcards.study)}

@@ -16,8 +16,8 @@ rule pv:
         runtime=bench_runtime("pv"),
         mem_mb=bench_mem_mb("pv"),
         nodes=1,
-        slurm_partition=slurm_partition,
-        slurm_extra=bench_slurm_extra,
+        slurm_partition=SLURM_PARTITION,
+        slurm_extra=BENCH_SLURM_EXTRA,
     params:
         spec=run_spec("pv"),
     shell:

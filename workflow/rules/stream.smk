@@ -17,8 +17,8 @@ rule stream:
         runtime=bench_runtime("stream"),
         mem_mb=bench_mem_mb("stream"),
         nodes=1,
-        slurm_partition=slurm_partition,
-        slurm_extra=bench_slurm_extra,
+        slurm_partition=SLURM_PARTITION,
+        slurm_extra=BENCH_SLURM_EXTRA,
     params:
         spec=run_spec("stream"),
     shell:
