@@ -5,6 +5,8 @@ are included, and `all` builds the report of the configured study
 (`paper` builds the five document studies and their report).
 """
 
+import gc
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -35,3 +37,10 @@ rule all:
     default_target: True
     input:
         "results/report.html",
+
+
+# Everything made so far (Snakemake's modules, the rules, the expanded matrix)
+# lives until the run ends. Freezing it spares the garbage collector from
+# scanning it again at every full collection while the DAG is built: about
+# half of the collector's time in a dry run of 1,000+ jobs.
+gc.freeze()
