@@ -25,7 +25,6 @@ characters (``+1.23456789e-01``), so sizes are exact in both formats.
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import re
@@ -35,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from . import native
+from .files import CREATE, IOV_MAX, write_all
 
 #: field name -> (OpenFOAM class, value type, components per value, values per cell)
 FIELDS = {
@@ -287,31 +287,6 @@ class WriteCount:
             setattr(self, key, getattr(self, key) + getattr(other, key))
 
 
-#: a new output file: write only, created or emptied, not inherited by launched programs
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-try:
-    _IOV_MAX = os.sysconf("SC_IOV_MAX")
-except (AttributeError, ValueError, OSError):
-    _IOV_MAX = 16
-
-
-def _write_rest(fd: int, parts: list, done: int) -> int:
-    """Finish a write that ``writev`` left short (a signal, more than 2 GiB, too many parts)."""
-    views = [view for view in (memoryview(part).cast("B") for part in parts) if view.nbytes]
-    total = 0
-    while True:
-        total += done
-        while views and done >= views[0].nbytes:
-            done -= views.pop(0).nbytes
-        if done:
-            views[0] = views[0][done:]
-        if not views:
-            return total
-        done = os.writev(fd, views[:_IOV_MAX])
-        if done <= 0:
-            raise OSError(errno.EIO, "writev wrote nothing")
-
-
 def _write_files(files: list[tuple[str, list]], count: WriteCount, fsync: bool) -> None:
     """Create each ``(path, parts)``: open, one ``writev`` of its parts, (fsync,) close.
 
@@ -325,11 +300,11 @@ def _write_files(files: list[tuple[str, list]], count: WriteCount, fsync: bool) 
     open_, writev, close = os.open, os.writev, os.close
     written = 0
     for path, parts in files:
-        fd = open_(path, _CREATE, 0o666)
+        fd = open_(path, CREATE, 0o666)
         try:
-            done = writev(fd, parts) if len(parts) <= _IOV_MAX else 0
+            done = writev(fd, parts) if len(parts) <= IOV_MAX else 0
             if done != sum(map(len, parts)):
-                done = _write_rest(fd, parts, done)
+                done = write_all(fd, parts, done)
             if fsync:
                 os.fsync(fd)
         finally:

@@ -30,7 +30,6 @@ the formatting of its output).
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import multiprocessing
 import os
@@ -46,6 +45,7 @@ import numpy as np
 
 from .. import native
 from ..errors import PointNotApplicable, PointSkipped
+from ..files import APPEND, CREATE, write_all
 from ..records import metric
 from ..runner import Job, main
 from ..units import parse_size
@@ -236,10 +236,6 @@ def planned_bytes(params: dict) -> int:
 
 # ---------------------------------------------------------------- solver output
 
-#: how files are created and appended to (the same flags in csrc/feio.c)
-CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-
 
 class Disk:
     """Every file-system call of an evaluation, timed, counted, and kept inside ``root``.
@@ -321,22 +317,6 @@ class Disk:
         start = time.perf_counter()
         shutil.rmtree(self.root, ignore_errors=True)
         self.seconds += time.perf_counter() - start
-
-
-def write_all(fd: int, chunks) -> int:
-    """``os.writev`` until every byte is down (a short write: a signal, a nearly full tier)."""
-    chunks = [view for view in (memoryview(c).cast("B") for c in chunks) if view.nbytes]
-    total = 0
-    while chunks:
-        done = os.writev(fd, chunks)
-        if done == 0:
-            raise OSError(errno.EIO, "write made no progress")
-        total += done
-        while chunks and done >= len(chunks[0]):
-            done -= len(chunks.pop(0))
-        if chunks:
-            chunks[0] = chunks[0][done:]
-    return total
 
 
 _ZEROS = b""
