@@ -168,12 +168,20 @@ def task(folder, **parameters):
     }
 
 
+@pytest.fixture(scope="module")
+def feio():
+    """The C helper, or the test is skipped with the reason it is not built."""
+    module = native.feio()
+    if module is None:
+        pytest.skip(f"the C helper is not built here: {native.status('feio')}")
+    return module
+
+
 @pytest.fixture(params=["c", "python"])
 def writer(request, monkeypatch):
     """Run the evaluation with the C helper's calls, then with their Python twin."""
     if request.param == "c":
-        if native.feio() is None:
-            pytest.skip(f"the C helper is not built here: {native.status('feio')}")
+        request.getfixturevalue("feio")
     else:
         monkeypatch.setattr(native, "feio", lambda: None)
     return request.param
@@ -229,14 +237,12 @@ def test_disk_refuses_paths_outside_its_folder(tmp_path):
 
 
 @pytest.mark.parametrize("fsync", ["none", "increment"])
-def test_c_helper_and_python_write_the_same_files(tmp_path, monkeypatch, fsync):
-    if native.feio() is None:
-        pytest.skip(f"the C helper is not built here: {native.status('feio')}")
+def test_c_helper_and_python_write_the_same_files(feio, tmp_path, monkeypatch, fsync):
     monkeypatch.setattr(fe_proxy.Disk, "remove", lambda self: None)  # keep the files to compare
     start_worker({"fsync": fsync, "increments": 12, "restart_interval": 5})
     records, trees = {}, {}
-    for name, feio in (("c", native.feio), ("python", lambda: None)):
-        monkeypatch.setattr(native, "feio", feio)
+    for name, helper in (("c", lambda: feio), ("python", lambda: None)):
+        monkeypatch.setattr(native, "feio", helper)
         folder = tmp_path / name / "g01-e001"
         folder.parent.mkdir()
         records[name] = fe_proxy.evaluate(task(folder))
@@ -297,14 +303,6 @@ def test_failed_solve_is_a_failed_evaluation_and_its_folder_goes(tmp_path, monke
     assert not record["ok"] and record["misfit"] == math.inf
     assert "no convergence" in record["error"]
     assert list(tmp_path.iterdir()) == []
-
-
-@pytest.fixture(scope="module")
-def feio():
-    module = native.feio()
-    if module is None:
-        pytest.skip(f"the C helper is not built here: {native.status('feio')}")
-    return module
 
 
 def _near_ties(draw_digits: int, scale: int) -> float:
