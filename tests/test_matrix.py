@@ -1,7 +1,6 @@
 """Config expansion: axes, scales, tiers, repetitions, and the errors that name the key."""
 
 import copy
-import json
 
 import pytest
 import yaml
@@ -103,11 +102,11 @@ def test_unknown_hardware_lists_known():
         tiers(config)
 
 
-def test_run_spec_is_json_with_phase():
+def test_run_spec_has_phase():
     point = matrix.expand_study(matrix.study_of(CONFIG), tiers(), "smoke")[0]
-    spec = json.loads(matrix.run_spec(point, tiers()[point.tier], 0))
+    spec = matrix.run_spec(point, tiers()[point.tier], 0)
     assert spec["phase"] == "warmup" and spec["tier_path"] and spec["params"]["rw"] == "randrw"
-    assert json.loads(matrix.run_spec(point, tiers()[point.tier], 2))["phase"] == "measured"
+    assert matrix.run_spec(point, tiers()[point.tier], 2)["phase"] == "measured"
 
 
 def test_all_inside_a_list_adds_every_file_tier():
@@ -147,3 +146,14 @@ def test_empty_tier_list_and_zero_sizes_are_rejected():
     config["tiers"]["shm"]["max_bytes"] = "-1G"
     with pytest.raises(ConfigError, match="tiers.shm.max_bytes"):
         matrix.validate(config, "config.schema.yaml", "config")
+
+
+def test_an_experiment_may_run_its_own_number_of_repetitions():
+    study = {
+        "repetitions": {"min": 3, "max": 8},
+        "warmup": False,
+        "experiments": [{"name": "timed"}, {"name": "traced", "repetitions": 1}],
+    }
+    assert matrix.repetitions(study, "timed") == [1, 2, 3]
+    assert matrix.repetitions(study, "traced") == [1]
+    assert matrix.fixed_repetitions(study) == {"traced"}

@@ -107,3 +107,21 @@ def test_main_exits_nonzero_with_one_line_per_problem(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "tier a" in err and "tier b" in err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_an_application_the_hardware_file_loads_is_not_looked_for_on_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight.shutil, "which", lambda tool: None)
+    tier = {"path": str(tmp_path), "class": "disk", "openfoam": {"module": "openfoam/2312"}}
+    plan = {
+        "study": "s",
+        "tiers": {"disk": tier},
+        "points": [{"workload": "openfoam", "tier": "disk", "params": {}}],
+        "safety_factor": 1.2,
+    }
+    monkeypatch.setattr(preflight, "planned_bytes", lambda workload, params: 0)
+    result = preflight.run_preflight(plan)
+    assert not [p for p in result["problems"] if "simpleFoam" in p]
+    assert any("openfoam comes from {'module': 'openfoam/2312'}" in w for w in result["warnings"])
+    del tier["openfoam"]
+    result = preflight.run_preflight(plan)
+    assert any("simpleFoam is not installed" in p and "openfoam" in p for p in result["problems"])

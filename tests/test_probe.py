@@ -57,3 +57,16 @@ def test_probe_tier_and_host_on_this_machine(tmp_path):
     assert host["cores"] >= 1 and host["memory_bytes"] > 0 and host["kernel"]
     versions = probe.tool_versions({"true": ["true"], "missing": ["no-such-tool-xyz"]})
     assert versions["missing"] is None and versions["python"]
+
+
+def test_version_strings_lose_their_copyright_notice():
+    from tierbench.probe import clean_version
+
+    assert clean_version("pv 1.6.20 - Copyright 2015 Andrew Wood <andrew.wood@ivarch.com>\n") == (
+        "pv 1.6.20"
+    )
+    assert clean_version("fio-3.33\n") == "fio-3.33"
+    assert clean_version("gcc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022\n") == (
+        "gcc (Debian 12.2.0-14) 12.2.0"
+    )
+    assert clean_version("\n\n") is None

@@ -8,9 +8,7 @@ knows a workload: adding a value to an axis, a tier or a study needs no code.
 
 from __future__ import annotations
 
-import importlib
 import itertools
-import json
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -24,6 +22,11 @@ from .units import parse_size
 
 VOID = "void"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
+CONFIG_SCHEMA = "config.schema.yaml"
+#: hardware-file keys that say how the machine provides an application (see the hardware schema)
+SITE_SOFTWARE = ("openfoam",)
+#: the documents' studies (config/studies/<id>.yaml), in document order: the `paper` target
+PAPER_STUDIES = ("fe_tmpfs", "cfd_dcpmm", "ramdisk_macos", "tmpfs_advent", "eagle_local")
 #: Keys a study file may set; everything else in a config is global.
 STUDY_KEYS = ("study", "title", "document", "experiments", "repetitions", "warmup")
 
@@ -58,7 +61,19 @@ def load_yaml(path: str | os.PathLike) -> dict:
 
 @cache
 def _schema(name: str) -> dict:
-    return load_yaml(SCHEMA_DIR / name)
+    schema = load_yaml(SCHEMA_DIR / name)
+    if name == CONFIG_SCHEMA:
+        # the workloads a study may name are the registry's, not a copied list
+        from .workloads import registry
+
+        workload = schema["$defs"]["experiment"]["properties"]["workload"]
+        workload["enum"] = list(registry())
+    return schema
+
+
+def validate_config(config: dict, what: str = "config") -> None:
+    """The whole configuration (config.yaml, a study file, --config) against its schema."""
+    validate(config, CONFIG_SCHEMA, what)
 
 
 @cache
@@ -96,11 +111,12 @@ def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -
     (/dev/null) is always there for the pipe workloads.
     """
     tiers = dict(config["tiers"])
-    partition = None
+    partition = software = None
     if config.get("hardware"):
         hardware = load_hardware(config["hardware"], hardware_dir)
         tiers = dict(hardware["tiers"])
         partition = hardware.get("partition")
+        software = {key: hardware[key] for key in SITE_SOFTWARE if key in hardware}
     tiers.setdefault(VOID, {"path": "/dev/null", "class": VOID})
     resolved = {}
     for name, spec in tiers.items():
@@ -108,6 +124,8 @@ def resolve_tiers(config: dict, hardware_dir: str | os.PathLike, workdir: str) -
         # The Slurm partition whose nodes have the tier: its own, else the machine's.
         if partition and not spec.get("partition"):
             spec["partition"] = partition
+        # how the machine provides a solver (a module, a bashrc): the jobs on its tiers need it
+        spec.update(software or {})
         path = os.path.expanduser(os.path.expandvars(spec["path"]))
         if "$" in path:
             raise ConfigError(f"tiers.{name}.path: {spec['path']} names an unset variable")
@@ -186,7 +204,7 @@ def load_study(path: str | os.PathLike, defaults: dict) -> dict:
     if unknown:
         raise ConfigError(f"{path}: keys {sorted(unknown)} do not belong in a study file")
     study = {**study_of(defaults), **study_of(data)}
-    validate({**defaults, **study}, "config.schema.yaml", str(path))
+    validate_config({**defaults, **study}, str(path))
     return study
 
 
@@ -252,16 +270,34 @@ def expand_params(params: dict) -> list[tuple[dict, dict]]:
     return combos
 
 
-def check_point(workload: str, params: dict, where: str) -> None:
-    """Schema of the workload's parameters, then its own semantic checks."""
+def schema_defaults(workload: str) -> dict:
+    """The defaults a workload's parameter schema declares: the one place they are written."""
+    properties = _schema(f"params/{workload}.schema.yaml").get("properties", {})
+    return {name: spec["default"] for name, spec in properties.items() if "default" in spec}
+
+
+def complete(workload: str, params: dict) -> dict:
+    """A point's parameters with the schema's defaults filled in where the study says nothing."""
+    return {**schema_defaults(workload), **params}
+
+
+def check_point(workload: str, params: dict, where: str) -> dict:
+    """Schema of the workload's parameters, then its own cross-field rules; the complete params.
+
+    The defaults are filled in here, once, so a job's spec, results.csv and the
+    figures all carry every parameter of the point, written or not.
+    """
+    from .workloads import get
+
     validate(params, f"params/{workload}.schema.yaml", where)
-    module = importlib.import_module(f"tierbench.workloads.{workload}")
-    check = getattr(module, "check_params", None)
+    params = complete(workload, params)
+    check = get(workload).check_params
     if check is not None:
         try:
             check(params)
         except (ValueError, ConfigError) as error:
             raise ConfigError(f"{where}: {error}") from None
+    return params
 
 
 def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
@@ -276,7 +312,7 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
         for axis_values, point_params in expand_params(params):
             name = point_name(axis_values)
             where = f"{study['study']}.{experiment['name']}[{name}]"
-            check_point(experiment["workload"], point_params, where)
+            point_params = check_point(experiment["workload"], point_params, where)
             for tier in tier_names:
                 points.append(
                     Point(
@@ -291,14 +327,113 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
     return points
 
 
-def repetitions(study: dict) -> list[int]:
-    """Repetition numbers: 0 is the warm-up (when enabled), then 1..N measured."""
+def repetition_bounds(study: dict) -> tuple[int, int]:
+    """(min, max) measured repetitions per point; the same number twice when not adaptive."""
+    value = study["repetitions"]
+    if isinstance(value, dict):
+        low, high = int(value["min"]), int(value["max"])
+        if high < low:
+            raise ConfigError(f"study {study['study']}: repetitions max {high} < min {low}")
+        return low, high
+    return int(value), int(value)
+
+
+def repetitions(study: dict, experiment: str | None = None) -> list[int]:
+    """Repetition numbers of a point: 0 is the warm-up (when enabled), then 1..N measured.
+
+    N is the experiment's own ``repetitions`` when it gives one, else the
+    study's (first-round) number.
+    """
     first = 0 if study.get("warmup", True) else 1
-    return list(range(first, int(study["repetitions"]) + 1))
+    return list(range(first, measured_repetitions(study, experiment) + 1))
 
 
-def run_spec(point: Point, tier_spec: dict, repetition: int, description: str = "") -> str:
-    """The JSON a workload runner receives for one job."""
+def measured_repetitions(study: dict, experiment: str | None = None) -> int:
+    for entry in study["experiments"] if experiment else ():
+        if entry["name"] == experiment and "repetitions" in entry:
+            return int(entry["repetitions"])
+    return repetition_bounds(study)[0]
+
+
+def fixed_repetitions(study: dict) -> set[str]:
+    """Experiments with repetitions of their own: the adaptive step leaves them as they are."""
+    return {e["name"] for e in study["experiments"] if "repetitions" in e}
+
+
+def adaptive(study: dict) -> bool:
+    """Does the study add repetitions where its verdicts need them? (A paper study with a range.)"""
+    low, high = repetition_bounds(study)
+    return bool(study.get("document")) and high > low
+
+
+def point_id(point: Point) -> str:
+    """``workload/experiment/tier/point``: how a job names its point in the study's plan."""
+    return f"{point.workload}/{point.experiment}/{point.tier}/{point.name}"
+
+
+def study_plan(study: dict, points: list[Point], tiers: dict, **settings) -> dict:
+    """Everything the jobs of one study read: its tiers and the complete parameters of its points.
+
+    The pipeline writes it once per study (``<study>/plan.json``); a job names
+    its point and repetition on its command line and reads the rest here, so
+    its command stays one short line that can be pasted to re-run it by hand.
+    """
+    descriptions = {e["name"]: e.get("description", "") for e in study["experiments"]}
+    traced = {e["name"] for e in study["experiments"] if e.get("count_syscalls")}
+    return {
+        "study": study["study"],
+        **settings,
+        "tiers": {name: tiers[name] for name in sorted({p.tier for p in points})},
+        "points": {
+            point_id(p): {
+                "workload": p.workload,
+                "experiment": p.experiment,
+                "tier": p.tier,
+                "point": p.name,
+                "params": p.params,
+                "description": descriptions.get(p.experiment, ""),
+                **({"count_syscalls": True} if p.experiment in traced else {}),
+            }
+            for p in points
+        },
+    }
+
+
+def plan_spec(plan: dict, point: str, repetition: int) -> dict:
+    """The spec of one job of a plan (see :func:`run_spec`)."""
+    entry = plan["points"].get(point)
+    if entry is None:
+        raise ConfigError(f"no point {point} in the plan of study {plan['study']}")
+    found = Point(
+        study=plan["study"],
+        experiment=entry["experiment"],
+        workload=entry["workload"],
+        tier=entry["tier"],
+        name=entry["point"],
+        params=entry["params"],
+    )
+    return run_spec(
+        found,
+        plan["tiers"][entry["tier"]],
+        repetition,
+        entry["description"],
+        count_syscalls=entry.get("count_syscalls", False),
+    )
+
+
+def run_spec(
+    point: Point,
+    tier_spec: dict,
+    repetition: int,
+    description: str = "",
+    count_syscalls: bool = False,
+) -> dict:
+    """What a workload runner receives for one job.
+
+    ``count_syscalls`` (the experiment's flag) has the runner count the job's
+    system calls with strace (tierbench.syscalls): such a run is slow, so it
+    is its own experiment and never the timed one.
+    """
     spec = {
         "study": point.study,
         "experiment": point.experiment,
@@ -313,6 +448,8 @@ def run_spec(point: Point, tier_spec: dict, repetition: int, description: str = 
         "phase": "warmup" if repetition == 0 else "measured",
         "description": description,
     }
+    if count_syscalls:
+        spec["count_syscalls"] = True
     if tier_spec.get("backing"):
         # mounted for the job by the runner (tierbench.mounts)
         spec.update(
@@ -320,7 +457,8 @@ def run_spec(point: Point, tier_spec: dict, repetition: int, description: str = 
             backing_path=tier_spec["backing_path"],
             mount=tier_spec["mount"],
         )
+    spec.update({key: tier_spec[key] for key in SITE_SOFTWARE if key in tier_spec})
     if tier_spec.get("partition"):
         # checked inside the job: a point never measures nodes of another partition
         spec["slurm_partition"] = tier_spec["partition"]
-    return json.dumps(spec, sort_keys=True)
+    return spec

@@ -23,22 +23,12 @@ import tempfile
 from pathlib import Path
 
 from . import mounts
+from .matrix import SITE_SOFTWARE
 from .probe import probe_tier
 from .rundir import free_bytes, sweep_stale
 from .units import format_size
-from .workloads import estimate
+from .workloads import estimate, get
 
-#: tools each workload calls; checked with shutil.which
-TOOLS = {
-    "fio": ["fio"],
-    "dd": ["dd"],
-    "pv": ["pv"],
-    "stream": ["gcc"],
-    "fe_proxy": [],
-    "cfd_proxy": ["mpiexec"],
-}
-#: install hints printed with a missing tool (Debian/Ubuntu package names)
-PACKAGES = {"fio": "fio", "pv": "pv", "gcc": "gcc", "mpiexec": "openmpi-bin", "bindfs": "bindfs"}
 #: file system types a tier class is expected to be on; a mismatch is a warning
 FS_TYPES = {
     "tmpfs": {"tmpfs"},
@@ -58,7 +48,7 @@ FS_TYPES = {
 
 def planned_bytes(workload: str, params: dict) -> int:
     """Bytes one point of a workload puts on its tier at once (0 if it says nothing)."""
-    return int(estimate(workload, "planned_bytes", params, default=0))
+    return int(estimate(workload, "planned_bytes", params))
 
 
 def check_tier(name: str, tier: dict, sizes: list[int], safety: float) -> tuple[list, list]:
@@ -162,12 +152,16 @@ def check_mounted_tier(name: str, tier: dict, sizes: list[int], safety: float) -
 
 
 def check_tools(workloads: set[str]) -> list[str]:
+    """One line per missing tool, with the package that installs it (from the registry)."""
+    needed: dict[str, tuple[str, set[str]]] = {}
+    for name in workloads:
+        for tool in get(name).tools:
+            needed.setdefault(tool.command, (tool.package, set()))[1].add(name)
     problems = []
-    for tool in sorted({tool for workload in workloads for tool in TOOLS.get(workload, [])}):
-        if shutil.which(tool) is None:
-            package = PACKAGES.get(tool, tool)
+    for command, (package, users) in sorted(needed.items()):
+        if shutil.which(command) is None:
             problems.append(
-                f"tool {tool} is not installed (needed by {', '.join(sorted(workloads))}); "
+                f"tool {command} is not installed (needed by {', '.join(sorted(users))}); "
                 f"install it with: sudo apt-get install -y {package}"
             )
     return problems
@@ -192,7 +186,15 @@ def run_preflight(spec: dict) -> dict:
             tier_problems = []
         problems += tier_problems
         warnings += tier_warnings
-    problems += check_tools({point["workload"] for point in spec["points"]})
+    workloads = {point["workload"] for point in spec["points"]}
+    # an application the hardware file loads from a module or bashrc is on PATH only in its jobs
+    site = {
+        key: tier[key] for tier in spec["tiers"].values() for key in SITE_SOFTWARE if key in tier
+    }
+    for name, how in sorted(site.items()):
+        if name in workloads:
+            warnings.append(f"{name} comes from {how} (hardware file): each job loads it")
+    problems += check_tools(workloads - set(site))
     return {
         "study": spec["study"],
         "ok": not problems,
@@ -202,12 +204,28 @@ def run_preflight(spec: dict) -> dict:
     }
 
 
+def plan_checks(plan: dict) -> dict:
+    """What the preflight checks, from a study's plan: its tiers, points and safety factor."""
+    return {
+        "study": plan["study"],
+        "tiers": plan["tiers"],
+        "points": list(plan["points"].values()),
+        "safety_factor": plan["safety_factor"],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--plan", help="the study's plan.json")
+    source.add_argument("--spec", help="instead of --plan: tiers, points and safety_factor as JSON")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    result = run_preflight(json.loads(args.spec))
+    if args.spec:
+        spec = json.loads(args.spec)
+    else:
+        spec = plan_checks(json.loads(Path(args.plan).read_text()))
+    result = run_preflight(spec)
     for warning in result["warnings"]:
         print(f"preflight warning: {warning}", file=sys.stderr)
     if not result["ok"]:

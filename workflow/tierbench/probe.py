@@ -18,14 +18,18 @@ from pathlib import Path
 from .records import utc_now
 from .rundir import free_bytes
 
-TOOLS = {
-    "fio": ["fio", "--version"],
-    "dd": ["dd", "--version"],
-    "pv": ["pv", "--version"],
-    "gcc": ["gcc", "--version"],
-    "mpiexec": ["mpiexec", "--version"],
-    "bindfs": ["bindfs", "--version"],
-}
+#: tools every study may use whatever its workloads: bindfs mounts the FUSE tiers
+COMMON_TOOLS = {"bindfs": ["bindfs", "--version"]}
+#: what follows a version number in some tools' first line (pv: "pv 1.6.20 - Copyright ...")
+_VERSION_TAIL = re.compile(r"\s*(?:[-,;(]\s*)?(?:Copyright|\(C\)|©|Written by).*$", re.IGNORECASE)
+
+
+def clean_version(text: str) -> str | None:
+    """The first line of a tool's version output without its copyright notice."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    return _VERSION_TAIL.sub("", lines[0]).strip() or lines[0]
 
 
 def parse_mountinfo(text: str) -> list[dict]:
@@ -118,8 +122,8 @@ def memory_bytes() -> int:
     return int(match.group(1)) * 1024 if match else 0
 
 
-def tool_versions(tools: dict[str, list[str]] = TOOLS) -> dict[str, str | None]:
-    """First line of each tool's version output; None where the tool is missing."""
+def tool_versions(tools: dict[str, list[str]]) -> dict[str, str | None]:
+    """Each tool's version (first line, cleaned); None where the tool is missing."""
     versions: dict[str, str | None] = {}
     for name, command in tools.items():
         if shutil.which(command[0]) is None:
@@ -130,8 +134,7 @@ def tool_versions(tools: dict[str, list[str]] = TOOLS) -> dict[str, str | None]:
         except (OSError, subprocess.TimeoutExpired):
             versions[name] = None
             continue
-        text = (done.stdout or done.stderr).strip()
-        versions[name] = text.splitlines()[0] if text else None
+        versions[name] = clean_version(done.stdout or done.stderr)
     versions["python"] = platform.python_version()
     try:
         from snakemake import __version__ as snakemake_version
@@ -184,10 +187,10 @@ def job_context(tier_path: str | os.PathLike) -> dict:
     return {"host": probe_host(), "tier": probe_tier(tier_path)}
 
 
-def full_probe(tiers: dict[str, dict]) -> dict:
+def full_probe(tiers: dict[str, dict], tools: dict[str, list[str]] | None = None) -> dict:
     return {
         "host": probe_host(),
-        "tools": tool_versions(),
+        "tools": tool_versions({**(tools or {}), **COMMON_TOOLS}),
         "python_executable": sys.executable,
         "tiers": {name: {**spec, **probe_tier(spec["path"])} for name, spec in tiers.items()},
     }
@@ -198,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     parser = argparse.ArgumentParser(description="Probe the host and the tiers of a study.")
-    parser.add_argument("--tiers", required=True, help="tier name -> spec, as JSON")
+    parser.add_argument("--plan", required=True, help="the study's plan.json: its tiers and tools")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    record = full_probe(json.loads(args.tiers))
+    plan = json.loads(Path(args.plan).read_text())
+    record = full_probe(plan["tiers"], plan.get("tools"))
     Path(args.out).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(f"probed {len(record['tiers'])} tiers on {record['host']['host']}", file=sys.stderr)
     return 0

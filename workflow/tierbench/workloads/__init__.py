@@ -1,17 +1,120 @@
-"""One module per workload; each exposes ``run(job)`` and optionally ``check_params``.
+"""The workload registry: each workload module declares itself once.
 
-A workload may also say what one of its points needs (``planned_bytes``,
-``threads``, ``tasks``, ``runtime_s``, ``mem_mb``: functions of the point's
-parameters); :func:`estimate` asks it, with a default where it says nothing.
+A workload is a module of this package that defines ``WORKLOAD = Workload(...)``
+and has a parameter schema ``workflow/schemas/params/<name>.schema.yaml``.
+Everything else follows from that declaration: the Snakemake rule that runs its
+points, the config schema's list of workloads, the tools preflight checks and
+set-up installs, the figure family that plots it and the resources its jobs
+ask for. Hooks are typed fields, so a misspelt one is an error when the module
+is imported (at parse time), never a silent fallback to default resources.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+#: a function of a point's complete parameters
+Hook = Callable[[dict], float] | None
+#: the estimates a workload may give for one of its points, and what a point gets without one
+HOOK_DEFAULTS = {"planned_bytes": 0, "threads": 1, "tasks": 1, "runtime_s": None, "mem_mb": 0}
 
 
-def estimate(workload: str, name: str, params: dict, default=None):
-    """``<workload>.<name>(params)``, or ``default`` where the module does not define it."""
-    module = importlib.import_module(f"tierbench.workloads.{workload}")
-    function = getattr(module, name, None)
-    return function(params) if function is not None else default
+@dataclass(frozen=True)
+class Tool:
+    """A program a workload runs, and the Debian/Ubuntu package that provides it."""
+
+    command: str
+    package: str
+    #: how to ask it its version for the provenance; None: do not ask
+    version: tuple[str, ...] | None = ("--version",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """One workload: how to run a point and what a point needs.
+
+    ``run(job) -> list[metric dict]`` measures one repetition (see
+    :mod:`tierbench.runner`). ``check_params`` holds only the cross-field rules
+    a JSON schema cannot state; the schema fills in the defaults.
+    """
+
+    name: str
+    summary: str
+    run: Callable
+    #: the figure family (tierbench.figures.<family>) that plots it; generic plots any workload
+    family: str = "generic"
+    #: conda environment file envs/<env>.yaml its jobs use with --software-deployment-method conda
+    env: str = "python"
+    tools: tuple[Tool, ...] = ()
+    #: started through the `mpi` launcher with `tasks` ranks (mpiexec, srun --mpi=pmix)
+    mpi: bool = False
+    #: for a proxy: the real application it stands for (the report checks its fidelity)
+    stands_for: str | None = None
+    #: the metrics that say what a faster tier buys a job (the report's first screen ranks the
+    #: tiers on them); the first a point measured counts. Times: lower is better; rates: higher.
+    headline: tuple[str, ...] = ()
+    check_params: Callable[[dict], None] | None = None
+    planned_bytes: Hook = None
+    threads: Hook = None
+    tasks: Hook = None
+    runtime_s: Hook = None
+    mem_mb: Hook = None
+
+    def __post_init__(self):
+        for hook in ("run", "check_params", *HOOK_DEFAULTS):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise TypeError(f"workload {self.name}: {hook} must be a function of the params")
+
+    @property
+    def schema(self) -> str:
+        """The parameter schema, relative to workflow/schemas/."""
+        return f"params/{self.name}.schema.yaml"
+
+    def estimate(self, hook: str, params: dict):
+        """What one point needs (a ``hook`` of HOOK_DEFAULTS), or its default."""
+        if hook not in HOOK_DEFAULTS:
+            raise KeyError(f"no such workload estimate: {hook} (known: {', '.join(HOOK_DEFAULTS)})")
+        function = getattr(self, hook)
+        return function(params) if function is not None else HOOK_DEFAULTS[hook]
+
+
+def _declared(module_name: str) -> Workload | None:
+    """The WORKLOAD a module of this package declares (None: a helper module, not a workload)."""
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    declared = getattr(module, "WORKLOAD", None)
+    if declared is not None and (
+        not isinstance(declared, Workload) or declared.name != module_name
+    ):
+        raise TypeError(f"{module.__name__}.WORKLOAD must be Workload(name={module_name!r}, ...)")
+    return declared
+
+
+@cache
+def registry() -> dict[str, Workload]:
+    """Every workload of this package, by name, in name order."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        declared = _declared(info.name)
+        if declared is not None:
+            found[declared.name] = declared
+    return dict(sorted(found.items()))
+
+
+@cache
+def get(name: str) -> Workload:
+    """One workload; only its own module is imported (a job's environment has its tools only)."""
+    known = [info.name for info in pkgutil.iter_modules(__path__)]
+    declared = _declared(name) if name in known else None
+    if declared is None:
+        raise KeyError(f"no workload {name} (known: {', '.join(registry())})")
+    return declared
+
+
+def estimate(workload: str, name: str, params: dict):
+    """What one point of ``workload`` needs: ``get(workload).estimate(name, params)``."""
+    return get(workload).estimate(name, params)

@@ -28,22 +28,17 @@ from pathlib import Path
 
 from .. import foam, native
 from ..errors import PointFailed, PointNotApplicable
+from ..matrix import schema_defaults
 from ..records import metric
-from ..runner import Job, main
+from ..runner import Job
 from ..units import parse_size
+from . import Tool, Workload
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
 DEFAULT_LAUNCHER = "mpiexec"
 OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
-DEFAULTS = {
-    "ensemble": 1,
-    "file_handler": "uncollated",
-    "write_format": "binary",
-    "purge_write": 0,
-    "sweeps": 10,
-    "warmup_steps": 2,
-    "fsync": False,
-}
+#: the schema's defaults, for callers that pass a point's parameters as written
+DEFAULTS = schema_defaults("cfd_proxy")
 START_TIMEOUT_S = 300.0
 #: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
 SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
@@ -67,39 +62,19 @@ def cells_per_rank(params: dict) -> int:
     return max(1, parse_size(params["bytes_per_rank"]) // per_cell)
 
 
+def check_write_interval(params: dict, step: str = "step") -> None:
+    """A write interval longer than the run would write nothing: a cross-field rule."""
+    interval, steps = params["write_interval"], params["steps"]
+    if interval != "none" and interval > steps:
+        raise ValueError(
+            f"write_interval {interval} is longer than the run (steps {steps}): "
+            f"no {step} would write"
+        )
+
+
 def check_params(params: dict) -> None:
-    p = with_defaults(params)
-    for name in ("ranks", "ensemble", "steps"):
-        value = p.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number of at least 1 (got {value!r})")
-    interval = p.get("write_interval")
-    if interval != "none" and (
-        isinstance(interval, bool) or not isinstance(interval, int) or interval < 1
-    ):
-        raise ValueError(
-            f"write_interval must be a number of steps of at least 1, or 'none' for the "
-            f"no-I/O baseline (got {interval!r})"
-        )
-    if interval != "none" and interval > p["steps"]:
-        raise ValueError(
-            f"write_interval {interval} is longer than the run (steps {p['steps']}): "
-            "no step would write"
-        )
-    if ("cells_per_rank" in p) == ("bytes_per_rank" in p):
-        raise ValueError("give exactly one of cells_per_rank and bytes_per_rank")
-    if "bytes_per_rank" in p and parse_size(p["bytes_per_rank"]) < 1:
-        raise ValueError("bytes_per_rank must be positive")
-    if "cells_per_rank" in p and (
-        not isinstance(p["cells_per_rank"], int) or p["cells_per_rank"] < 1
-    ):
-        raise ValueError(f"cells_per_rank must be at least 1 (got {p['cells_per_rank']!r})")
-    if p["file_handler"] not in foam.HANDLERS:
-        raise ValueError(f"file_handler must be one of {foam.HANDLERS}")
-    if p["write_format"] not in foam.FORMATS:
-        raise ValueError(f"write_format must be one of {foam.FORMATS}")
-    if p["purge_write"] < 0 or p["sweeps"] < 0 or p["warmup_steps"] < 0:
-        raise ValueError("purge_write, sweeps and warmup_steps must not be negative")
+    """What the schema cannot say; types, ranges and the one-of size keys are the schema's."""
+    check_write_interval(params)
 
 
 def writer_config(params: dict) -> dict:
@@ -384,20 +359,17 @@ def run(job: Job) -> list[dict]:
     return metrics
 
 
-def cli(argv: list[str]) -> int:
-    """The runner's command line plus ``--launcher`` (the rule's ``mpi`` resource)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--launcher", default=DEFAULT_LAUNCHER)
-    parser.add_argument("--spec")
-    args, rest = parser.parse_known_args(argv)
-    if args.spec is not None:
-        spec = json.loads(args.spec)
-        spec["launcher"] = args.launcher
-        rest += ["--spec", json.dumps(spec, sort_keys=True)]
-    return main(run, rest)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli(sys.argv[1:]))
+WORKLOAD = Workload(
+    name="cfd_proxy",
+    summary="OpenFOAM-style MPI output: ranks x steps, write interval, ensembles",
+    headline=("time_per_step",),
+    stands_for="openfoam",
+    run=run,
+    family="cfd",
+    env="cfd",
+    tools=(Tool("mpiexec", "openmpi-bin"),),
+    mpi=True,
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+    tasks=tasks,
+)

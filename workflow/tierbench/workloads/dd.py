@@ -28,9 +28,11 @@ import time
 from pathlib import Path
 
 from ..errors import PointFailed, PointSkipped
+from ..pagecache import memory_limits
 from ..records import metric
-from ..runner import Job, main
+from ..runner import Job
 from ..units import format_size, parse_size
+from . import Tool, Workload
 
 OUTPUT_NAME = "random.img"
 #: free space a relative point leaves untouched on its tier (x its size)
@@ -78,45 +80,6 @@ def planned_bytes(params: dict) -> int:
     if "count" in params:
         return parse_size(params["count"]) * parse_size(params["block_size"])
     return parse_size(params["max_file_size"])
-
-
-def _proc_int(path: Path) -> int:
-    return int(path.read_text().split()[0])
-
-
-def memory_limits(proc: str | os.PathLike = "/proc") -> dict[str, int]:
-    """RAM and the dirty-page thresholds of the kernel, in bytes.
-
-    The thresholds are ``dirty_bytes`` / ``dirty_background_bytes`` when set,
-    else their ``*_ratio`` percent of the dirtyable memory (free pages plus
-    file pages, as the kernel's global_dirtyable_memory counts it; reserves
-    are ignored, so this is a slight overestimate). As in the kernel, a
-    background threshold not below the limit is halved.
-    """
-    proc = Path(proc)
-    info = {}
-    for line in (proc / "meminfo").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        parts = rest.split()
-        if parts:
-            info[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
-    dirtyable = info["MemFree"] + info.get("Active(file)", 0) + info.get("Inactive(file)", 0)
-    vm = proc / "sys" / "vm"
-
-    def threshold(name: str) -> int:
-        absolute = _proc_int(vm / f"{name}_bytes")
-        return absolute if absolute > 0 else _proc_int(vm / f"{name}_ratio") * dirtyable // 100
-
-    limit = threshold("dirty")
-    background = threshold("dirty_background")
-    if background >= limit:
-        background = limit // 2
-    return {
-        "ram": info["MemTotal"],
-        "dirtyable": dirtyable,
-        "dirty_limit": limit,
-        "dirty_background": background,
-    }
 
 
 def parse_dd(text: str) -> dict:
@@ -274,5 +237,14 @@ def run(job: Job) -> list[dict]:
     return dd_metrics(parsed) + context
 
 
-if __name__ == "__main__":
-    raise SystemExit(main(run))
+WORKLOAD = Workload(
+    name="dd",
+    summary="dd: the documents' sequential write from /dev/zero, and the page-cache cliff",
+    headline=("write_bandwidth",),
+    run=run,
+    family="sequential",
+    env="dd",
+    tools=(Tool("dd", "coreutils"),),
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+)

@@ -21,8 +21,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..records import metric
-from ..runner import Job, main
+from ..runner import Job
 from ..units import parse_size
+from . import Tool, Workload
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 READS = ("read", "randread")
@@ -58,13 +59,13 @@ LAYOUT_RATE_BPS = 10e6
 
 def runtime_s(params: dict) -> float:
     """Upper bound of one run in seconds (for the Slurm time limit): layout, ramp, run."""
-    layout = parse_size(params["size"]) * max(1, int(params.get("numjobs", 1))) / LAYOUT_RATE_BPS
-    return layout + float(params.get("ramp_time", 0)) + float(params["runtime"])
+    layout = parse_size(params["size"]) * max(1, int(params["numjobs"])) / LAYOUT_RATE_BPS
+    return layout + float(params["ramp_time"]) + float(params["runtime"])
 
 
 def threads(params: dict) -> int:
     """CPUs of the job: one per fio job."""
-    return max(1, int(params.get("numjobs", 1)))
+    return max(1, int(params["numjobs"]))
 
 
 def render_job(params: dict, filename: str, names: dict) -> str:
@@ -76,16 +77,16 @@ def render_job(params: dict, filename: str, names: dict) -> str:
     )
     mode = params["io_mode"]
     return env.get_template("fio.job.j2").render(
-        ioengine=params.get("ioengine", "libaio"),
+        ioengine=params["ioengine"],
         filename=filename,
         rw=params["rw"],
         block_size=parse_size(params["block_size"]),
         size=parse_size(params["size"]),
         io_size=parse_size(params["io_size"]) if params.get("io_size") else None,
-        iodepth=params.get("iodepth", 1),
-        numjobs=params.get("numjobs", 1),
+        iodepth=params["iodepth"],
+        numjobs=params["numjobs"],
         runtime=params["runtime"],
-        ramp_time=params.get("ramp_time", 0),
+        ramp_time=params["ramp_time"],
         direct=1 if mode == "direct" else 0,
         fsync=1 if mode == "fsync" else 0,
         io_mode_text=IO_MODE_TEXT[mode],
@@ -222,5 +223,16 @@ def run(job: Job) -> list[dict]:
     return metrics
 
 
-if __name__ == "__main__":
-    raise SystemExit(main(run))
+WORKLOAD = Workload(
+    name="fio",
+    summary="fio: random and sequential I/O per block size, buffered, direct or fsync'd",
+    headline=("write_bandwidth", "read_bandwidth"),
+    run=run,
+    family="fio",
+    env="fio",
+    tools=(Tool("fio", "fio"),),
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+    runtime_s=runtime_s,
+    threads=threads,
+)

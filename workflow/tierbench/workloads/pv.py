@@ -25,8 +25,9 @@ import time
 
 from ..errors import PointFailed, PointSkipped
 from ..records import metric
-from ..runner import Job, main
+from ..runner import Job
 from ..units import format_size, parse_size
+from . import Tool, Workload
 
 #: one display of ``pv -a``: a number, a prefix (KiB = 1024 B; pv --si prints kB = 1000 B), B/s
 RATE = re.compile(
@@ -134,5 +135,15 @@ def run(job: Job) -> list[dict]:
     ]
 
 
-if __name__ == "__main__":
-    raise SystemExit(main(run))
+WORKLOAD = Workload(
+    name="pv",
+    summary="pv: document 002's sequential copy of zeros into a sink",
+    headline=("throughput",),
+    run=run,
+    family="pv",
+    env="pv",
+    tools=(Tool("pv", "pv"),),
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+    runtime_s=runtime_s,
+)

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from ..errors import PointFailed, PointSkipped
 from ..records import metric
-from ..runner import Job, main
+from ..runner import Job
 from ..units import format_size, parse_size
+from . import Tool, Workload
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "stream.c"
 ELEMENT_BYTES = 8
@@ -239,5 +240,14 @@ def run(job: Job) -> list[dict]:
     return metrics
 
 
-if __name__ == "__main__":
-    raise SystemExit(main(run))
+WORKLOAD = Workload(
+    name="stream",
+    summary="STREAM: the memory bandwidth a RAM-backed tier can at best reach",
+    run=run,
+    family="sequential",
+    env="stream",
+    tools=(Tool("gcc", "gcc"),),
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+    threads=threads,
+)

@@ -1,0 +1,222 @@
+"""The workload registry: one declaration per workload, and everything follows from it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import MACHINE, REPO
+from tierbench import matrix
+from tierbench.workloads import HOOK_DEFAULTS, Tool, Workload, get, registry
+from tierbench.workloads import reference as workload_docs
+
+#: a workload a user could add: one module plus its schema, nothing else edited
+TOY_MODULE = '''
+"""toy: writes one file of `size` bytes and reports how long it took."""
+
+import time
+
+from ..records import metric
+from . import Tool, Workload
+
+
+def planned_bytes(params):
+    return params["size"]
+
+
+def run(job):
+    start = time.perf_counter()
+    (job.folder.path / "toy.bin").write_bytes(b"x" * job.params["size"])
+    return [metric("toy_time", time.perf_counter() - start, "s")]
+
+
+WORKLOAD = Workload(
+    name="toy",
+    summary="writes one small file",
+    run=run,
+    tools=(Tool("true", "coreutils"),),
+    planned_bytes=planned_bytes,
+)
+'''
+TOY_SCHEMA = """
+$schema: "https://json-schema.org/draft/2020-12/schema"
+type: object
+additionalProperties: false
+properties:
+  size:
+    description: bytes to write
+    type: integer
+    minimum: 1
+    default: 4096
+"""
+TOY_STUDY = """
+study: toystudy
+repetitions: 2
+warmup: false
+experiments:
+  - name: small
+    workload: toy
+    tiers: [shm, disk]
+    params: {size: [1024, 2048]}
+"""
+
+
+def test_every_module_with_a_declaration_is_registered():
+    names = set(registry())
+    assert {"fio", "dd", "pv", "stream", "fe_proxy", "cfd_proxy"} <= names
+    modules = {p.stem for p in (REPO / "workflow/tierbench/workloads").glob("*.py")}
+    assert names <= modules
+
+
+def test_a_misspelt_hook_fails_when_declared():
+    with pytest.raises(TypeError, match="planed_bytes"):
+        Workload(name="x", summary="", run=print, family="fio", planed_bytes=len)
+    with pytest.raises(TypeError, match="must be a function"):
+        Workload(name="x", summary="", run=print, family="fio", threads=4)
+
+
+def test_estimate_of_an_unknown_hook_is_an_error_not_a_default():
+    with pytest.raises(KeyError, match="no such workload estimate"):
+        get("fio").estimate("thread", {})
+    assert get("dd").estimate("threads", {}) == HOOK_DEFAULTS["threads"]
+
+
+def test_config_schema_lists_the_registry_workloads():
+    enum = matrix._schema("config.schema.yaml")["$defs"]["experiment"]["properties"]["workload"]
+    assert enum["enum"] == list(registry())
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_schema_documents_every_parameter_and_its_default_is_valid(name):
+    """The schema is the one place a parameter is written: every one has a meaning, and
+    its default passes the schema itself."""
+    properties = matrix._schema(get(name).schema)["properties"]
+    for parameter, spec in properties.items():
+        assert spec.get("description"), f"{name}.{parameter} has no description"
+    defaults = matrix.schema_defaults(name)
+    errors = matrix._validator(get(name).schema).iter_errors(defaults)
+    # errors of the defaults themselves; required keys without a default are not theirs
+    assert [e.message for e in errors if e.absolute_path] == []
+
+
+def test_expansion_fills_in_the_schema_defaults(tmp_path):
+    study = {
+        "study": "s",
+        "experiments": [
+            {
+                "name": "e",
+                "workload": "fio",
+                "params": {"rw": "read", "block_size": "4k", "io_mode": "direct", "size": "1MiB"}
+                | {"runtime": 1},
+            }
+        ],
+    }
+    tiers = {"shm": {"path": str(tmp_path), "class": "shm"}}
+    (point,) = matrix.expand_study(study, tiers, "default")
+    assert point.params["numjobs"] == 1 and point.params["ioengine"] == "libaio"
+    assert point.name == "single"  # defaults are not axes: names do not change
+
+
+def test_docs_workloads_page_is_up_to_date():
+    committed = (REPO / "docs/workloads.md").read_text()
+    assert committed == workload_docs.page(), (
+        "docs/workloads.md is stale: python -m tierbench.workloads.reference > docs/workloads.md"
+    )
+
+
+def test_tools_come_from_the_registry():
+    from tierbench import needs, preflight
+
+    assert needs.tools_of([{"workload": "fio"}]) == {"fio": "fio"}
+    every = needs.tools_of([{"workload": name} for name in registry()])
+    declared = {t.command: t.package for w in registry().values() for t in w.tools}
+    assert every == declared
+    assert "mpiexec" in every and every["mpiexec"] == "openmpi-bin"
+    problems = preflight.check_tools({"fio"})
+    assert problems == [] or "apt-get install -y fio" in problems[0]
+
+
+def test_needs_reads_the_study_a_command_line_runs():
+    from tierbench import needs
+
+    default = needs.tools_of(needs.study_experiments([]))
+    assert set(default) == {"fio"}
+    study = REPO / "config/studies/ramdisk_macos.yaml"
+    pv = needs.tools_of(needs.study_experiments(["--configfile", str(study)]))
+    assert "pv" in pv and "fio" not in pv
+    paper = needs.tools_of(needs.study_experiments(["paper"]))
+    assert {"fio", "pv", "mpiexec"} <= set(paper)
+
+
+def test_tool_is_a_command_and_its_package():
+    assert Tool("ccx", "calculix-ccx").version == ("--version",)
+
+
+@pytest.mark.e2e
+def test_a_toy_workload_is_planned_run_checked_and_plotted(pipeline):
+    """Adding a workload is one module plus its schema: no other file is edited."""
+    root = pipeline.root
+    (root / "workflow/tierbench/workloads/toy.py").write_text(textwrap.dedent(TOY_MODULE))
+    (root / "workflow/schemas/params/toy.schema.yaml").write_text(TOY_SCHEMA)
+    (root / "toy.yaml").write_text(TOY_STUDY)
+    dry = pipeline("-n", "--configfile", "toy.yaml")
+    assert "toy" in dry.stdout
+    pipeline("-c1", "--configfile", "toy.yaml")
+    out = root / "results" / MACHINE / "toystudy"
+    plan = json.loads((out / "plan.json").read_text())
+    assert {p["params"]["size"] for p in plan["points"].values()} == {1024, 2048}
+    preflight = json.loads((out / "preflight.json").read_text())
+    assert preflight["ok"] and preflight["largest_point_bytes"]["shm"] == 2048
+    import pandas as pd
+
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary["metric"]) == {"toy_time"} and (summary["n"] == 2).all()
+    assert (out / "figures").is_dir() and any((out / "figures").rglob("*.png"))
+    # a tool the toy names but the machine lacks stops the preflight with its package
+    (root / "workflow/tierbench/workloads/toy.py").write_text(
+        textwrap.dedent(TOY_MODULE).replace('Tool("true"', 'Tool("no-such-toy-tool"')
+    )
+    failed = pipeline("-c1", "--configfile", "toy.yaml", "--forceall", check=False)
+    assert failed.returncode != 0
+    log = (out / "logs/preflight.log").read_text()
+    assert "no-such-toy-tool is not installed" in log and "coreutils" in log
+
+
+def test_runner_cli_needs_a_point_with_a_plan(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tierbench.runner", "--plan", "x.json", "--out", "o.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO / "workflow"), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode != 0 and "--plan needs --point" in done.stderr
+
+
+#: Python modules of the job's own code -> the conda package that provides each
+CONDA_PACKAGES = {"numpy": "numpy", "yaml": "pyyaml", "jinja2": "jinja2", "mpi4py": "mpi4py"}
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_a_jobs_conda_env_holds_what_its_workload_imports(name):
+    """With --software-deployment-method conda a job runs in its workload's env alone: the
+    env must hold every third-party module the runner and that one workload import."""
+    code = (
+        "import sys; from tierbench.workloads import get; from tierbench import runner; "
+        f"get({name!r}); print(' '.join(sorted(m.split('.')[0] for m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO / "workflow"), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    imported = set(done.stdout.split())
+    env = (REPO / "envs" / f"{get(name).env}.yaml").read_text()
+    for module, package in CONDA_PACKAGES.items():
+        if module in imported:
+            assert f"- {package}=" in env, f"envs/{get(name).env}.yaml lacks {package}"

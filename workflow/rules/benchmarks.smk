@@ -1,0 +1,28 @@
+"""One benchmark rule per workload of the registry (tierbench.workloads).
+
+A job runs one repetition of one point: it names the point on its command line
+and reads the rest (parameters, tier) from the study's plan.json. MPI
+workloads also get their launcher: `mpiexec` locally, `srun --mpi=pmix` under
+the Slurm executor (see mpi_launcher in common.smk).
+"""
+
+for workload in WORKLOADS.values():
+
+    rule:
+        name:
+            workload.name
+        input:
+            unpack(benchmark_inputs(workload.name)),
+        output:
+            RAW.replace("{workload}", workload.name),
+        log:
+            RAW_LOG.replace("{workload}", workload.name),
+        conda:
+            f"../../envs/{workload.env}.yaml"
+        threads: point_resource(workload.name, "threads")
+        resources:
+            **benchmark_resources(workload),
+        params:
+            point=job_point(workload.name),
+        shell:
+            run_point_command(workload)
