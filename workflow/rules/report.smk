@@ -12,18 +12,18 @@ localrules:
 rule aggregate:
     """Tidy rows of every run, and median and spread of every point."""
     input:
-        lambda wildcards: raw_records(wildcards.study),
+        study_records,
     output:
         results=report(
-            "results/{study}/results.csv",
+            f"{OUT}/{{study}}/results.csv",
             category="Tables",
             subcategory="{study}",
             caption="../report/results.rst",
         ),
-        summary="results/{study}/summary.csv",
-        nodes="results/{study}/provenance/nodes.json",
+        summary=f"{OUT}/{{study}}/summary.csv",
+        nodes=f"{OUT}/{{study}}/provenance/nodes.json",
     log:
-        "results/{study}/logs/aggregate.log",
+        f"{OUT}/{{study}}/logs/aggregate.log",
     conda:
         "../../envs/python.yaml"
     params:
@@ -34,44 +34,50 @@ rule aggregate:
 
 
 rule figures:
-    """One parameterised notebook per figure family (fio, sequential, fe, cfd)."""
+    """One notebook per figure family, executed: it calls tierbench.figures.<family>.make."""
     input:
-        results="results/{study}/results.csv",
-        summary="results/{study}/summary.csv",
+        results=f"{OUT}/{{study}}/results.csv",
+        summary=f"{OUT}/{{study}}/summary.csv",
         notebook=str(BASE / "notebooks/{family}.ipynb"),
+        # the published numbers some families draw beside ours (pv, fe, cfd)
+        reference=REFERENCE_CSVS,
     output:
         figures=report(
-            directory("results/{study}/figures/{family}"),
+            directory(f"{OUT}/{{study}}/figures/{{family}}"),
             patterns=["{name}.png"],
             category="Figures",
             subcategory="{study}",
             caption="../report/figure.rst",
         ),
-        notebook="results/{study}/notebooks/{family}.ipynb",
+        notebook=f"{OUT}/{{study}}/notebooks/{{family}}.ipynb",
     log:
-        "results/{study}/logs/figures_{family}.log",
-    conda:
-        "../../envs/python.yaml"
-    shell:
-        "papermill {input.notebook} {output.notebook} -k python3 --log-output"
-        " -p results_csv {input.results} -p summary_csv {input.summary}"
-        " -p out_dir {output.figures} -p study {wildcards.study} > {log} 2>&1"
-
-
-rule report:
-    """results/report.html: figures, tables and provenance of the configured study."""
-    input:
-        **report_inputs([ACTIVE_STUDY]),
-    output:
-        "results/report.html",
-    log:
-        "results/logs/report.log",
+        f"{OUT}/{{study}}/logs/figures_{{family}}.log",
     conda:
         "../../envs/python.yaml"
     params:
+        reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
+    shell:
+        "papermill {input.notebook} {output.notebook} -k python3 --log-output"
+        " -p results_csv {input.results} -p summary_csv {input.summary}"
+        " -p out_dir {output.figures} -p study {wildcards.study}"
+        " -p reference_csvs {params.reference_dir} > {log} 2>&1"
+
+
+rule report:
+    """results/<machine>/report.html: figures, tables and provenance of the configured study."""
+    input:
+        **report_inputs([ACTIVE_STUDY]),
+    output:
+        f"{OUT}/report.html",
+    log:
+        f"{OUT}/logs/report.log",
+    conda:
+        "../../envs/python.yaml"
+    params:
+        results_dir=lambda wildcards, output: os.path.dirname(output[0]),
         studies=ACTIVE_STUDY,
         titles=lambda wildcards: json.dumps({ACTIVE_STUDY: study_title(ACTIVE_STUDY)}),
         scale=config["scale"],
     shell:
-        "python -m tierbench.report --results-dir results --studies {params.studies}"
+        "python -m tierbench.report --results-dir {params.results_dir} --studies {params.studies}"
         " --titles {params.titles:q} --scale {params.scale} --out {output} 2> {log}"

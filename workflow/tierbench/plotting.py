@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from . import reference  # noqa: E402
 from .units import parse_size  # noqa: E402
 
 MANIFEST = "manifest.json"
@@ -26,6 +30,127 @@ def load(results_csv: str, summary_csv: str) -> tuple[pd.DataFrame, pd.DataFrame
     results = pd.read_csv(results_csv)
     summary = pd.read_csv(summary_csv)
     return results, summary
+
+
+Table = pd.DataFrame | str | os.PathLike
+
+
+def table(data: Table, study: str | None = None) -> pd.DataFrame:
+    """A results or summary table given as a frame or a CSV path, limited to ``study`` if given.
+
+    A path that does not exist is an error naming it, not a pandas traceback.
+    """
+    if isinstance(data, pd.DataFrame):
+        frame = data.copy()
+    else:
+        path = Path(data)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such table: {path}")
+        frame = pd.read_csv(path)
+    if study is not None and "study" in frame.columns:
+        frame = frame[frame["study"].astype(str) == str(study)]
+    return frame
+
+
+def reference_files(reference_csvs) -> list[Path]:
+    """The published-number CSVs named by ``reference_csvs``: a directory, one file or a list."""
+    if reference_csvs is None:
+        return []
+    if isinstance(reference_csvs, str | os.PathLike):
+        reference_csvs = [reference_csvs]
+    files = []
+    for item in reference_csvs:
+        path = Path(item)
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.csv")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"no such reference CSV or folder: {path}")
+    return files
+
+
+def load_reference(reference_csvs, document: str | None = None) -> pd.DataFrame:
+    """Published rows (``reference.load``'s columns), of one document if given; empty without any.
+
+    ``reference.load`` reads a folder, so the named files are linked into a scratch one:
+    the columns and units are checked in one place.
+    """
+    files = reference_files(reference_csvs)
+    if not files:
+        rows = pd.DataFrame(columns=[*reference.COLUMNS, "canonical_unit", "canonical_value"])
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            for i, path in enumerate(files):
+                (Path(scratch) / f"{i:04d}_{path.name}").symlink_to(path.resolve())
+            rows = reference.load(scratch)
+    if document is not None:
+        rows = rows[rows["document"].astype(str) == str(document)]
+    return rows.copy()
+
+
+def legend_outside(ax, handles=None, labels=None, **style) -> None:
+    """A legend right of the axes, never over bars, lines or their labels."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    options = {"loc": "upper left", "bbox_to_anchor": (1.02, 1), "borderaxespad": 0}
+    options.update({"fontsize": 8, "frameon": False})
+    options.update(style)
+    ax.legend(handles, labels, **options)
+
+
+def legend_below(fig, handles, labels, **style) -> None:
+    """A figure legend under all panels (after ``tight_layout(rect=(0, 0.08, 1, 1))``)."""
+    if not handles:
+        return
+    options = {"loc": "lower center", "ncol": min(len(handles), 4), "fontsize": 8}
+    options.update({"frameon": False, "bbox_to_anchor": (0.5, 0)})
+    options.update(style)
+    fig.legend(handles, labels, **options)
+
+
+def unique_handles(axes) -> tuple[list, list]:
+    """Legend entries of several axes, each label once."""
+    found = {}
+    for ax in np.ravel(axes):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if not label.startswith("_"):
+                found.setdefault(label, handle)
+    return list(found.values()), list(found.keys())
+
+
+def span(values, low, high) -> list[np.ndarray]:
+    """``yerr`` for errorbar from a value and its range; NaN or inverted ends give no whisker."""
+    values, low, high = (np.asarray(v, dtype=float) for v in (values, low, high))
+    below = np.where(np.isfinite(low), values - low, 0.0)
+    above = np.where(np.isfinite(high), high - values, 0.0)
+    return [np.clip(np.nan_to_num(below), 0, None), np.clip(np.nan_to_num(above), 0, None)]
+
+
+def label_above(ax, x, tops, texts, fontsize: float = 8) -> None:
+    """Value labels just above each bar's whisker (or its top), so no whisker crosses them."""
+    for xi, top, text in zip(x, tops, texts, strict=True):
+        if text and np.isfinite(top):
+            ax.annotate(
+                text, (xi, top), xytext=(0, 2), textcoords="offset points",
+                ha="center", va="bottom", fontsize=fontsize,
+            )  # fmt: skip
+
+
+def family_workloads(family: str) -> list[str]:
+    """The workloads whose figures a family draws, from the workload registry."""
+    from .workloads import registry  # the registry imports every workload: only when asked
+
+    return [name for name, workload in registry().items() if workload.family == family]
+
+
+def noisy_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose min-max spread is above the study's threshold (``noisy`` read from CSV)."""
+    if "noisy" not in frame.columns:
+        return frame.iloc[0:0]
+    return frame[frame["noisy"].astype(str) == "True"]
 
 
 def ok_rows(summary: pd.DataFrame) -> pd.DataFrame:
@@ -78,12 +203,16 @@ def save(fig, out_dir: str, name: str, title: str, caption: str) -> None:
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def finish(out_dir: str) -> None:
-    """Every figure directory has a manifest, also when a study had nothing to plot."""
+def finish(out_dir: str) -> list[Path]:
+    """Every figure directory has a manifest, also when a study had nothing to plot.
+
+    Returns the PNGs the manifest lists, in order, for a notebook to show.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / MANIFEST).exists():
         (out / MANIFEST).write_text("[]\n")
+    return [out / entry["png"] for entry in json.loads((out / MANIFEST).read_text())]
 
 
 def describe_problems(summary: pd.DataFrame) -> str:

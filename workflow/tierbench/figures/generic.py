@@ -1,0 +1,59 @@
+"""Figures of any workload: each headline metric's median per point and tier, with its range.
+
+The family of a workload that declares no figures of its own (the registry's
+default), so a new workload is plotted the moment it runs; a family of its own
+can come later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from .. import plotting
+from ..workloads import registry
+
+
+def make(summary: plotting.Table, out_dir: str, study: str | None = None) -> list[Path]:
+    """One figure per workload of the family: its headline metrics (or every metric) per tier."""
+    plotting.setup()
+    summary = plotting.table(summary, study)
+    for workload in plotting.family_workloads("generic"):
+        rows = summary[summary["workload"] == workload]
+        if not rows.empty:
+            per_workload(workload, rows, out_dir)
+    return plotting.finish(out_dir)
+
+
+def per_workload(workload: str, rows, out_dir: str) -> None:
+    ok = plotting.ok_rows(rows)
+    headline = registry()[workload].headline
+    metrics = [m for m in headline if m in set(ok["metric"])] or sorted(set(ok["metric"]))
+    if not metrics:
+        return
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False, layout="constrained"
+    )
+    for ax, name in zip(axes[0], metrics, strict=True):
+        part = ok[ok["metric"] == name].copy()
+        part["where"] = part["experiment"] + "\n" + part["point"]
+        sns.pointplot(data=part, x="where", y="median", hue="tier", linestyles="none", ax=ax)
+        for tier, group in part.groupby("tier"):
+            ax.vlines(group["where"], group["min"], group["max"], alpha=0.5, label="_" + tier)
+        ax.set_xlabel("")
+        ax.set_ylabel(f"{name} ({part['unit'].iloc[0]})")
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    plotting.legend_outside(axes[0][-1], *axes[0][-1].get_legend_handles_labels(), fontsize=None)
+    reps = int(ok["n"].max())
+    plotting.save(
+        fig,
+        out_dir,
+        f"{workload}_per_tier",
+        f"{workload}: {', '.join(metrics)} per point and tier",
+        f"Median of {reps} measured repetitions per point and tier (lines: min to max)."
+        + plotting.describe_problems(rows),
+    )
