@@ -1,17 +1,15 @@
 """Small C helpers of the instruments, built at run time with gcc and cached.
 
 :func:`foamio` returns the ``_foamio`` extension (``csrc/foamio.c``: one write
-time of an OpenFOAM rank in one call) and :func:`feio` the ``_feio`` one
-(``csrc/feio.c``: an FE solver's output, one increment in one call), or None
-where they cannot be built (no C compiler, no Python headers, or
-``TIERBENCH_NATIVE=0``); callers then make the same system calls in Python, and
-the files are the same byte for byte. Helpers are built against this Python's
-headers and numpy's (``_feio`` reads the solver's arrays through numpy's C
-API). A build lands in ``$XDG_CACHE_HOME/tierbench`` (``~/.cache/tierbench``)
-under a name keyed by the sources (the shared ``csrc/*.h`` too), the Python
-and numpy builds and the platform, so a machine builds once; concurrent
-builds (MPI ranks, worker processes) each compile to a file of their own and
-rename it into place. :func:`status` says which one a run used, and why.
+time of an OpenFOAM rank in one call), or None where it cannot be built (no C
+compiler, no Python headers, or ``TIERBENCH_NATIVE=0``); callers then make the
+same system calls in Python, and the files are the same byte for byte.
+Helpers are built against this Python's headers and numpy's. A build lands in
+``$XDG_CACHE_HOME/tierbench`` (``~/.cache/tierbench``) under a name keyed by
+the sources (the shared ``csrc/*.h`` too), the Python and numpy builds and the
+platform, so a machine builds once; concurrent builds (MPI ranks, worker
+processes) each compile to a file of their own and rename it into place.
+:func:`status` says which one a run used, and why.
 """
 
 from __future__ import annotations
@@ -54,11 +52,6 @@ def helper(name: str):
 def foamio():
     """The OpenFOAM rank writer, or None."""
     return helper("foamio")
-
-
-def feio():
-    """The FE solver output writer, or None."""
-    return helper("feio")
 
 
 def status(name: str) -> str:

@@ -1,10 +1,11 @@
-/* files.h: the file calls the C helpers of tierbench share.
+/* files.h: the file calls of tierbench's C helpers.
  *
  * write_all: writev until every byte is down. Short writes happen (a signal,
  * more than 2 GiB, a nearly full tier); empty parts are skipped, so nothing to
  * write is not taken for a stalled write. write_file: a whole file made in
  * one go. Both return the bytes written, or -1 with errno set. Included by
- * foamio.c and feio.c; tierbench.native rebuilds a helper when this changes.
+ * foamio.c, the one helper (fe_proxy makes its calls from Python, one per
+ * system call); tierbench.native rebuilds a helper when this changes.
  */
 #ifndef TIERBENCH_FILES_H
 #define TIERBENCH_FILES_H

@@ -9,22 +9,31 @@ bar, finite strain, Newton-Raphson with a residual tolerance) and a seeded GA
 from known parameters (``TRUTH``, plus optional noise), so the fit can be
 checked against the truth.
 
-Every evaluation runs in its own folder on the tier under test and writes what
-an implicit code writes (see ``OUTPUT DEFAULTS`` below): an input deck that
-the solver reads back, a status file (.sta) and a message file (.msg) appended
-and flushed every increment, a results database (.odb) that grows by one
-field-output frame every increment, a restart file (.res) rewritten every
-``restart_interval`` increments, and the pre-processor's files. ``fsync`` sets
-what reaches the device: ``none`` (flush to the OS only, as solvers do),
-``increment`` (fsync every file written in an increment) or ``end`` (fsync
-every file once before closing). The folder is deleted after the evaluation,
-also when the solve fails.
+Every evaluation runs in its own folder on the tier under test: the GA writes
+an input deck (CalculiX syntax, the bar as a row of C3D8 elements), the
+solver reads it back, solves, and writes what the application named by
+``output_model`` writes, with its system calls and sizes:
+
+- ``calculix`` (default): what CalculiX 2.20 (``ccx``) writes for that deck,
+  measured with strace (see CALCULIX OUTPUT below).
+- ``abaqus``: the Abaqus/Standard-like set of earlier versions, an estimate:
+  .msg, .sta and .odb kept open and appended every increment, a restart file
+  rewritten every ``restart_interval`` increments, pre-processor files of
+  ``model_bytes``, ``files`` files in all.
+
+``fsync`` sets what reaches the device: ``none`` (written to the OS only, as
+the solvers do), ``increment`` (fsync every file written in an increment) or
+``end`` (fsync every file once, before its last close). Writes are plain
+``write`` calls, without a buffer of this process in between. The folder is
+deleted after the evaluation, also when the solve fails.
 
 Evaluations of one generation run in parallel on ``cores`` worker processes,
 one evaluation per worker at a time. Times per evaluation: ``io_time`` is the
-time in file-system calls (create, write, flush, fsync, close, read of the
-deck, delete); ``compute_time`` is the rest of the evaluation (the solve and
-the formatting of its output).
+time in file-system calls (create, open, write, fsync, close, unlink, read of
+the deck, delete); ``compute_time`` is the rest (the solve, and formatting
+its text: the few lines of real numbers, the .sta, .cvg and .dat lines; the
+bulk of the results files is preformatted bytes of the measured size, as
+the proxy stands for the application's I/O, not its digits).
 """
 
 from __future__ import annotations
@@ -38,77 +47,107 @@ import statistics
 import struct
 import time
 from dataclasses import dataclass, fields, replace
-from io import StringIO
 from pathlib import Path
 
 import numpy as np
 
-from .. import native
 from ..errors import PointNotApplicable, PointSkipped
 from ..files import APPEND, CREATE, write_all
+from ..matrix import complete, schema_defaults
 from ..records import metric
-from ..runner import Job, main
+from ..runner import Job
 from ..units import parse_size
-from . import fe_model, ga
+from . import Workload, fe_model, ga
 
-# OUTPUT DEFAULTS, from what Abaqus/Standard writes for a small job (an
-# estimate for a model of tens of elements, not a measurement: compare with
-# `ls -l` of a real job folder and set the parameters to match):
-# - files: 10, the files a job leaves in its folder: .com (job commands),
-#   .inp (the deck), .dat (printed output), .msg (messages, every iteration),
-#   .sta (one status line per increment), .odb (results database), .res
-#   (restart), .prt (part information), .mdl and .stt (model and state written
-#   by the pre-processor for the analysis). More files are named job.0NN,
-#   like Abaqus' scratch units.
-# - increment_bytes: 16 KiB, one field-output frame in the .odb. Field output
-#   is written every increment by default (*OUTPUT, FIELD, FREQUENCY=1) and a
-#   frame holds the preselected variables (S, E, PE, PEEQ, U, RF, ...) at every
-#   integration point and node plus the frame's own bookkeeping, some
-#   kilobytes to tens of kilobytes for a model this small.
-# - model_bytes: 512 KiB, written once before the first increment: the
-#   pre-processor's .mdl, .stt, .prt, .dat and .com (for a small model the
-#   .mdl and .stt alone are a few hundred KiB each).
-# - restart_interval: 10, restart_bytes: 256 KiB: *RESTART, WRITE,
-#   FREQUENCY=10; a restart record holds the model and the state, so it is of
-#   the order of the .mdl and .stt.
-# The .sta and .msg lines are real text of this solve (tens to hundreds of
-# bytes per increment) and are always written.
-DEFAULTS = {
-    "population": 30,
-    "generations": 2,
-    "elite": 2,
-    "seed": 1,
-    "elements": 10,
-    "increments": 40,
-    "max_strain": 0.02,
-    "tolerance": 1e-8,
-    "noise": 0.0,
-    "fsync": "none",
-    "increment_bytes": "16KiB",
-    "model_bytes": "512KiB",
-    "restart_interval": 10,
-    "restart_bytes": "256KiB",
-    "files": 10,
-    "oversubscribe": False,
-}
-FSYNC = ("none", "increment", "end")
-SIZES = ("increment_bytes", "model_bytes", "restart_bytes")
-KNOWN = set(DEFAULTS) | {"cores"}
-#: pre-processor files, in the order they are added when ``files`` allows
-EXTRA_SUFFIXES = (".com", ".dat", ".prt", ".mdl", ".stt")
 #: the known material of the target curve, and what the GA fits (MPa)
 TRUTH = fe_model.Material()
 BOUNDS = {"E": (150_000.0, 250_000.0), "sigma_y": (150.0, 350.0), "Q": (50.0, 300.0)}
 UNITS = {"E": "MPa", "sigma_y": "MPa", "Q": "MPa"}
-#: worst-case text per increment (.sta line + .msg lines), for the space estimate
+#: parameters of one output model only, by model
+ONLY = {
+    "abaqus": ("files", "increment_bytes", "model_bytes", "restart_interval", "restart_bytes"),
+    "calculix": ("frd_every",),
+}
+JOB = "job"
+
+# CALCULIX OUTPUT, measured with CalculiX 2.20 (Debian 12 calculix-ccx,
+# OMP_NUM_THREADS=1) under `strace -f`, on decks like :func:`input_deck`'s: a
+# row of E C3D8 elements (E = 1, 2, 5, 10, 20; 4 (E + 1) nodes), *PLASTIC,
+# *STEP, NLGEOM, *STATIC, DIRECT with 50 fixed increments, *NODE FILE U, RF;
+# *EL FILE S, E, PEEQ; *NODE PRINT, NSET=TIP U, RF (the 4 end nodes).
+# ccx first removes what an earlier run left (open O_RDWR|O_CREAT, unlink,
+# close: .dat .frd .fcv .sta .cvg .cel), keeps .dat, .sta and .cvg open for the
+# whole run, reads the deck (open, 2 reads, close), creates an empty .12d and
+# a scratch .nam (created, unlinked, 31 bytes written, closed), then appends
+# the .frd header. Every iteration reopens spooles.out for append (open,
+# lseek, close: nothing written) and writes one .cvg line. Every increment
+# writes one .sta line, the *NODE PRINT table into .dat (one write per node and
+# variable, 545 bytes) and reopens .frd in append mode for its results,
+# written through a 4096-byte stdio buffer. At the end .dat, .sta and .cvg are
+# closed and .frd is reopened once more for its last line. The folder then
+# holds .inp .dat .frd .sta .cvg .12d and spooles.out. For E = 1 and 50
+# increments: .frd 221,781 bytes, .dat 27,250, .sta 3,698, .cvg 8,474 (2
+# iterations per increment), 653 writes on the tier (and 158 to stdout, which
+# goes to the launcher's log and is not modelled). The .frd sizes below hold to
+# the byte for every E measured; .dat does not grow with E (4 end nodes).
+# With *NODE FILE and *EL FILE FREQUENCY=n (frd_every n), .frd is reopened only
+# at the increments with output, the mesh coming with the first; without them
+# (frd_every 0) it is still reopened every increment, the mesh written with the
+# first and nothing after (measured with E = 2, 10 increments).
+FRD_HEAD = 80  # .frd header, before the first increment
+FRD_MESH = (1082, 313)  # nodes and elements, with the first increment: 1082 + 313 E
+FRD_RESULTS = (1814, 324)  # one increment's results: 1814 + 324 per node
+FRD_END = b" 9999\n"
+STDIO_BUFFER = 4096
+TIP_NODES = 4
+NAM_BYTES = 31
+STA_HEAD = (
+    b"SUMMARY OF JOB INFORMATION\n"
+    b"  STEP      INC     ATT  ITRS     TOT TIME     STEP TIME      INC TIME\n"
+)
+STA_LINE = b"%6d%11d%6d%6d%14.6E%14.6E%14.6E\n"
+#: ccx's .sta line of step 1, the step number formatted once
+STA_STEP1 = STA_LINE[:3] % 1 + STA_LINE[3:]
+CVG_HEAD = (
+    b"SUMMARY OF C0NVERGENCE INFORMATION\n"
+    b"  STEP   INC  ATT   ITER     CONT.   RESID.        CORR.      RESID.      CORR.\n"
+    b"                              EL.    FORCE         DISP       FLUX        TEMP.\n"
+    b"                              (#)     (%)           (%)        (%)         (%)\n"
+)
+CVG_LINE = b"%6d%6d%6d%6d%9d%12.4E%12.4E%12.4E%12.4E\n"
+#: ccx's .cvg line of step 1 without contact or heat: the constant fields formatted once
+CVG_STEP1 = b"     1%6d%6d%6d        0%12.4E"
+CVG_TAIL = b"%12.4E%12.4E%12.4E\n" % (0.0, 0.0, 0.0)
+DAT_HEADS = (
+    b"\n displacements (vx,vy,vz) for set TIP and time %14.7E\n\n",
+    b"\n forces (fx,fy,fz) for set TIP and time %14.7E\n\n",
+)
+#: the two .dat headings around their time, which is formatted once for both
+DAT_HEAD_PARTS = tuple(tuple(head.split(b"%14.7E")) for head in DAT_HEADS)
+DAT_TIME = b"%14.7E"
+DAT_VALUES = b"%14.6E%14.6E%14.6E\n"
+#: files ccx removes before it starts, in its order; those it keeps open, then
+CALCULIX_CLEARED = (".dat", ".frd", ".fcv", ".sta", ".cvg", ".cel")
+CALCULIX_KEPT = (".dat", ".sta", ".cvg")
+#: what the abaqus model's .sta and .msg add per increment at most, for the space estimate
 TEXT_BYTES_PER_INCREMENT = 2048
+#: its pre-processor files, in the order they are added when ``files`` allows
+EXTRA_SUFFIXES = (".com", ".dat", ".prt", ".mdl", ".stt")
+#: the abaqus model's field-output frame: tag, increment number, time, force, 8 bytes reserved
+FRAME_HEADER = struct.Struct("<4sIdd8x")
+#: the file calls an evaluation counts
+CALLS = ("open", "read", "write", "lseek", "fsync", "close", "unlink")
+RDWR_CREATE = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
 class Output:
     """What an evaluation writes, and how hard it pushes it to the device."""
 
+    model: str = "calculix"
     fsync: str = "none"
+    frd_every: int = 1
     increment_bytes: int = 16 * 1024
     model_bytes: int = 512 * 1024
     restart_interval: int = 10
@@ -117,7 +156,7 @@ class Output:
 
     @property
     def core_files(self) -> int:
-        """.inp, .msg, .sta, .odb, and .res when restarts are written."""
+        """The abaqus model's .inp, .msg, .sta, .odb, and .res when restarts are written."""
         return 4 + (1 if self.restart_interval > 0 else 0)
 
 
@@ -131,87 +170,55 @@ class Settings:
     oversubscribe: bool
 
 
-def _count(params: dict, name: str, minimum: int) -> int:
-    value = params[name]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer (got {value!r})")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum} (got {value})")
-    return value
-
-
-def _number(params: dict, name: str, low: float, high: float | None = None) -> float:
-    value = params[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number (got {value!r})")
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ValueError(f"{name} must be {bound} (got {value})")
-    return float(value)
-
-
-def _size(params: dict, name: str) -> int:
-    value = params[name]
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-        raise ValueError(f"{name} must not be negative (got {value})")
-    if isinstance(value, str) and value.strip().startswith("-"):
-        raise ValueError(f"{name} must not be negative (got {value})")
-    try:
-        return parse_size(value)
-    except ValueError as error:
-        raise ValueError(f"{name}: {error}") from None
-
-
 def settings(params: dict) -> Settings:
-    """Parameters with defaults filled in, checked; ValueError names the parameter."""
-    unknown = sorted(set(params) - KNOWN)
-    if unknown:
-        raise ValueError(f"unknown parameters {unknown} (known: {sorted(KNOWN)})")
-    if "cores" not in params:
-        raise ValueError("cores is required: the number of worker processes")
-    p = {**DEFAULTS, **params}
-    cores = _count(p, "cores", 1)
-    population = _count(p, "population", 2)
-    generations = _count(p, "generations", 1)
-    elite = _count(p, "elite", 0)
-    if elite >= population:
-        raise ValueError(f"elite must be smaller than population (got {elite} >= {population})")
-    seed = _count(p, "seed", 0)
+    """A point's parameters as the run uses them (schema defaults filled in where missing)."""
+    p = complete("fe_proxy", params)
     bar = fe_model.Bar(
-        elements=_count(p, "elements", 1),
-        increments=_count(p, "increments", 1),
-        max_strain=_number(p, "max_strain", 1e-9, 0.5),
-        tolerance=_number(p, "tolerance", 1e-14, 0.1),
+        elements=p["elements"],
+        increments=p["increments"],
+        max_strain=float(p["max_strain"]),
+        tolerance=float(p["tolerance"]),
     )
-    if p["fsync"] not in FSYNC:
-        raise ValueError(f"fsync must be one of {', '.join(FSYNC)} (got {p['fsync']!r})")
     output = Output(
+        model=p["output_model"],
         fsync=p["fsync"],
-        increment_bytes=_size(p, "increment_bytes"),
-        model_bytes=_size(p, "model_bytes"),
-        restart_interval=_count(p, "restart_interval", 0),
-        restart_bytes=_size(p, "restart_bytes"),
-        files=_count(p, "files", 1),
+        frd_every=p["frd_every"],
+        increment_bytes=parse_size(p["increment_bytes"]),
+        model_bytes=parse_size(p["model_bytes"]),
+        restart_interval=p["restart_interval"],
+        restart_bytes=parse_size(p["restart_bytes"]),
+        files=p["files"],
     )
-    if output.files < output.core_files:
-        raise ValueError(
-            f"files must be at least {output.core_files} (.inp .msg .sta .odb"
-            f"{' .res' if output.restart_interval else ''}), got {output.files}"
-        )
-    if not isinstance(p["oversubscribe"], bool):
-        raise ValueError(f"oversubscribe must be true or false (got {p['oversubscribe']!r})")
     return Settings(
-        cores=cores,
-        ga=ga.Settings(population=population, generations=generations, elite=elite, seed=seed),
+        cores=p["cores"],
+        ga=ga.Settings(p["population"], p["generations"], p["elite"], p["seed"]),
         bar=bar,
         output=output,
-        noise=_number(p, "noise", 0.0, 1.0),
+        noise=float(p["noise"]),
         oversubscribe=p["oversubscribe"],
     )
 
 
 def check_params(params: dict) -> None:
-    settings(params)
+    """The rules the schema cannot state: elite below population; one model's parameters."""
+    if params["elite"] >= params["population"]:
+        raise ValueError(
+            f"elite must be smaller than population (got {params['elite']} >= "
+            f"{params['population']})"
+        )
+    defaults = schema_defaults("fe_proxy")
+    for model, names in ONLY.items():
+        if params["output_model"] == model:
+            continue
+        for name in names:
+            value, default = params[name], defaults[name]
+            if name.endswith("_bytes"):
+                value, default = parse_size(value), parse_size(default)
+            if value != default:
+                raise ValueError(
+                    f"{name} applies to output_model {model} only (got {name} {params[name]!r} "
+                    f"with output_model {params['output_model']})"
+                )
 
 
 def threads(params: dict) -> int:
@@ -219,13 +226,30 @@ def threads(params: dict) -> int:
     return int(params["cores"])
 
 
+def frd_results_bytes(elements: int) -> int:
+    """What ccx appends to .frd per increment for a row of ``elements`` C3D8 elements."""
+    return FRD_RESULTS[0] + FRD_RESULTS[1] * TIP_NODES * (elements + 1)
+
+
+def frd_mesh_bytes(elements: int) -> int:
+    return FRD_MESH[0] + FRD_MESH[1] * elements
+
+
 def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
     """An upper estimate of what one evaluation has on the tier at its end."""
+    deck = len(deck_model(bar)) + 2048
+    n = bar.increments
+    if output.model == "calculix":
+        iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
+        outputs = n // output.frd_every if output.frd_every else 0
+        frd = FRD_HEAD + frd_mesh_bytes(bar.elements) + outputs * frd_results_bytes(bar.elements)
+        dat = n * (sum(map(len, DAT_HEADS)) + 2 * TIP_NODES * (10 + len(DAT_VALUES % (0, 0, 0))))
+        text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
+        return deck + frd + len(FRD_END) + dat + text
     frame = _frame_bytes(bar.elements)
-    deck = 4096 + 64 * (2 * bar.elements + 1)
     restart = max(output.restart_bytes, frame) if output.restart_interval else 0
     per_increment = max(output.increment_bytes, frame) + TEXT_BYTES_PER_INCREMENT
-    return output.model_bytes + deck + restart + bar.increments * per_increment
+    return output.model_bytes + deck + restart + n * per_increment
 
 
 def planned_bytes(params: dict) -> int:
@@ -234,30 +258,113 @@ def planned_bytes(params: dict) -> int:
     return config.cores * evaluation_bytes(config.output, config.bar)
 
 
-# ---------------------------------------------------------------- solver output
+# ---------------------------------------------------------------- the input deck
+
+#: the material's parameters, in the order the deck lists them
+MATERIAL_FIELDS = tuple(f.name for f in fields(fe_model.Material))
+#: plastic strains of the deck's *PLASTIC table
+PLASTIC_STRAINS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+
+
+def input_deck(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
+    """The deck of one evaluation: what differs between evaluations, then the mesh and step."""
+    return deck_head(label, bar, material) + deck_model(bar)
+
+
+def deck_head(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
+    """Heading, the fitted parameters (read back by the solver) and the material."""
+    stresses = material.yield_stress(np.array(PLASTIC_STRAINS)).tolist()  # floats format faster
+    table = zip(stresses, PLASTIC_STRAINS, strict=True)
+    return "".join(
+        [
+            f"*HEADING\ntierbench fe_proxy {label}: tapered elasto-plastic bar, "
+            f"{bar.elements} C3D8 elements\n** PARAMETERS\n",
+            *(f"** {name} = {getattr(material, name):.12e}\n" for name in MATERIAL_FIELDS),
+            f"*MATERIAL, NAME=STEEL\n*ELASTIC\n{material.E:.6e}, 0.3\n*PLASTIC\n",
+            *(f"{stress:.6e}, {strain:.6e}\n" for stress, strain in table),
+        ]
+    )
+
+
+def deck_model(bar: fe_model.Bar, frd_every: int = 1) -> str:
+    """The mesh (a row of C3D8 elements, square sections tapering as the bar's), the step."""
+    sides = np.sqrt(bar.area * (1.0 - bar.taper * bar.nodes / bar.length))
+    corners = ((0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 1.0))
+    nodes = [
+        f"{4 * i + k + 1}, {x:.6f}, {cy * side:.6f}, {cz * side:.6f}"
+        for i, (x, side) in enumerate(zip(bar.nodes, sides, strict=True))
+        for k, (cy, cz) in enumerate(corners)
+    ]
+    elements = [
+        f"{e + 1}, {4 * e + 1}, {4 * e + 5}, {4 * e + 6}, {4 * e + 2}, "
+        f"{4 * e + 4}, {4 * e + 8}, {4 * e + 7}, {4 * e + 3}"
+        for e in range(bar.elements)
+    ]
+    tip, step = 4 * bar.elements, 1 / bar.increments
+    peak = "1., 0." if not bar.unload else "0.5, 1., 1., 0."
+    lines = [
+        "*NODE, NSET=NALL",
+        *nodes,
+        "*ELEMENT, TYPE=C3D8, ELSET=EALL",
+        *elements,
+        "*NSET, NSET=FIX\n1, 2, 3, 4",
+        f"*NSET, NSET=TIP\n{tip + 1}, {tip + 2}, {tip + 3}, {tip + 4}",
+        "*SOLID SECTION, ELSET=EALL, MATERIAL=STEEL",
+        f"*AMPLITUDE, NAME=LOAD\n0., 0., {peak}",
+        "*BOUNDARY\nFIX, 1, 1\n1, 2, 3\n2, 3, 3\n4, 2, 2",
+        f"*STEP, NLGEOM, INC={bar.increments * 2**bar.max_cutbacks}",
+        # increments of 1 / increments, cut back as the proxy's solver does when needed
+        f"*STATIC\n{step:.12g}, 1.0, {step / 2**bar.max_cutbacks:.12g}, {step:.12g}",
+        f"*BOUNDARY, AMPLITUDE=LOAD\nTIP, 1, 1, {bar.max_strain * bar.length:.6f}",
+        "*NODE PRINT, NSET=TIP\nU, RF",
+        *(
+            [f"*NODE FILE, FREQUENCY={frd_every}\nU, RF", f"*EL FILE, FREQUENCY={frd_every}"]
+            + ["S, E, PEEQ"]
+            if frd_every
+            else []
+        ),
+        "*END STEP",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def read_parameters(deck: str) -> fe_model.Material:
+    """The ** PARAMETERS block of a deck, as the solver's material."""
+    values, inside = {}, False
+    for line in deck.splitlines():
+        if inside and not line.startswith("** "):
+            break  # the block has ended
+        if inside:
+            name, _, value = line[3:].partition("=")
+            values[name.strip()] = float(value)
+        inside = inside or line.rstrip() == "** PARAMETERS"
+    return fe_model.Material(**values)
+
+
+# ---------------------------------------------------------------- the evaluation folder
 
 
 class Disk:
-    """Every file-system call of an evaluation, timed, counted, and kept inside ``root``.
+    """The evaluation's folder: its file-system calls counted, timed, kept inside ``root``.
 
-    Files are written with one system call per write, without buffers in
-    between: what an increment writes has reached the OS when the increment
-    ends, as a solver flushes its files. The calls are made by ``io``, the C
-    helper (``tierbench.native``) where it is built, else its Python twin
-    (:class:`PythonFeio`); the files are the same either way. With a model
-    this small, Python between the calls would cost as much as the calls
-    on a fast tier: paths are plain strings and a job's start and end are one
-    call each.
+    Paths are plain strings; every one passes :meth:`target` before it is
+    opened. The output writers make their calls with ``os`` directly (one
+    Python call per system call) and add what they did with :meth:`account`.
     """
 
-    def __init__(self, root: str | os.PathLike, fsync: str, io=None):
+    def __init__(self, root: str | os.PathLike, fsync: str):
         self.root = os.fspath(root)
-        self.fsync_policy = fsync
-        self.io = io or native.feio() or PythonFeio
+        self.fsync = fsync
         self.seconds = 0.0
         self.bytes = 0
-        self.files = 0
-        self._paths: set[str] = set()
+        self.calls = dict.fromkeys(CALLS, 0)
+        #: every file name the evaluation created, and whether it is still there
+        self.names: dict[str, bool] = {}
+
+    @property
+    def files(self) -> int:
+        """Files the evaluation leaves in its folder (until the folder is deleted)."""
+        return sum(self.names.values())
 
     def path(self, name: str) -> str:
         return self.root + os.sep + name
@@ -269,72 +376,287 @@ class Disk:
             raise RuntimeError(f"refusing to write {path}: outside the evaluation folder")
         return path
 
-    def claim(self, path: str) -> str:
-        """Count a file the evaluation writes (once); returns where it is opened."""
-        target = self.target(path)
-        if path not in self._paths:
-            self._paths.add(path)
-            self.files += 1
-        return target
+    def created(self, *paths: str) -> None:
+        for path in paths:
+            self.names[os.path.basename(path)] = True
 
-    def account(self, written: int, seconds: float) -> None:
-        """Count bytes and seconds of calls made by the helper."""
-        self.bytes += written
+    def account(self, seconds: float, written: int = 0, **calls: int) -> None:
         self.seconds += seconds
+        self.bytes += written
+        for name, count in calls.items():
+            self.calls[name] += count
 
     def mkdir(self) -> None:
         start = time.perf_counter()
         os.mkdir(self.root)
         self.seconds += time.perf_counter() - start
 
-    def start(self, create: list[tuple[str, tuple]], append: list[tuple[str, tuple]]) -> tuple:
-        """Make whole files (fsync'd unless ``none``); open, write and keep the ``append`` ones.
+    def create(self, path: str, parts) -> int:
+        """A whole file in one go: created or emptied, written, fsync'd unless ``none``, closed."""
+        target, sync = self.target(path), self.fsync != "none"
+        start = time.perf_counter()
+        fd = os.open(target, CREATE, 0o666)
+        try:
+            written = write_all(fd, parts)
+            if sync:
+                os.fsync(fd)
+        except OSError as error:
+            error.filename = target  # a full tier names the file
+            raise
+        finally:
+            os.close(fd)
+        self.created(path)
+        self.account(time.perf_counter() - start, written, open=1, write=1, fsync=sync, close=1)
+        return written
 
-        Returns the descriptors of the files kept open, in order.
-        """
-        fds, written, seconds = self.io.start(
-            [(self.claim(path), chunks) for path, chunks in create],
-            [(self.claim(path), chunks) for path, chunks in append],
-            self.fsync_policy != "none",
-        )
-        self.account(written, seconds)
-        return fds
-
-    def finish(self, fds: tuple, texts: tuple) -> None:
-        """Append the last texts, fsync (with ``end``) and close every file."""
-        self.account(*self.io.finish(fds, texts, self.fsync_policy == "end"))
+    def unlink(self, path: str) -> None:
+        """Remove a file of the folder; one that :meth:`target` sends elsewhere is left alone."""
+        target = self.target(path)
+        if target.rpartition(os.sep)[0] == self.root:
+            os.unlink(target)
+            self.calls["unlink"] += 1
+        self.names[os.path.basename(path)] = False
 
     def read(self, path: str) -> bytes:
+        """A whole file, as a solver reads its deck: open, read to the end, close."""
         target = self.target(path)
         start = time.perf_counter()
-        with open(target, "rb") as handle:
-            data = handle.read()
-        self.seconds += time.perf_counter() - start
-        return data
+        fd = os.open(target, READ)
+        try:
+            parts = [os.read(fd, 1 << 20)]
+            while parts[-1]:
+                parts.append(os.read(fd, 1 << 20))
+        finally:
+            os.close(fd)
+        self.account(time.perf_counter() - start, open=1, read=len(parts), close=1)
+        return b"".join(parts)
 
     def remove(self) -> None:
-        """Delete the evaluation folder (close anything still open first)."""
+        """Delete the evaluation folder."""
         start = time.perf_counter()
         shutil.rmtree(self.root, ignore_errors=True)
         self.seconds += time.perf_counter() - start
 
 
-_ZEROS = b""
+def _write(fd: int, data) -> None:
+    """One write call; a short one (a nearly full tier) is finished by more."""
+    done = os.write(fd, data)
+    if done != len(data):
+        write_all(fd, (data,), done)
 
 
-def _padding(size: int) -> memoryview:
-    global _ZEROS
-    if len(_ZEROS) < size:
-        _ZEROS = bytes(size)
-    return memoryview(_ZEROS)[:size]
+def _text_block(size: int) -> bytes:
+    """``size`` bytes of .frd-like text lines: preformatted results of the right size."""
+    line = b" -1         1 0.00000E+00 0.00000E+00 0.00000E+00\n"
+    if size <= 0:
+        return b""
+    return (line * (size // len(line) + 1))[: size - 1] + b"\n"
 
 
-#: a field-output frame: tag, increment number, time, force, 8 bytes reserved
-FRAME_HEADER = struct.Struct("<4sIdd8x")
+def _chunks(data: bytes, size: int = STDIO_BUFFER) -> tuple:
+    """``data`` in the writes of a C stdio buffer of ``size`` bytes."""
+    view = memoryview(data)
+    return tuple(view[i : i + size] for i in range(0, len(data), size))
+
+
+# ---------------------------------------------------------------- calculix output
+
+
+@dataclass(frozen=True)
+class CalculixLayout:
+    """The preformatted parts of ccx's files for one mesh, made once per worker.
+
+    An .frd append is (its stdio writes, their bytes).
+    """
+
+    frd_head: bytes
+    frd_first: tuple  # mesh and the first results
+    frd_results: tuple  # one increment's results
+    frd_mesh: tuple  # the mesh alone (no field output requested)
+    frd_none: tuple  # nothing: .frd reopened and closed
+    tip_labels: tuple[bytes, ...]
+    nam: bytes
+
+    @classmethod
+    def of(cls, bar: fe_model.Bar) -> CalculixLayout:
+        results = _text_block(frd_results_bytes(bar.elements))
+        mesh = _text_block(frd_mesh_bytes(bar.elements))
+        tip = TIP_NODES * bar.elements
+        return cls(
+            frd_head=_text_block(FRD_HEAD),
+            frd_first=(_chunks(mesh + results), len(mesh) + len(results)),
+            frd_results=(_chunks(results), len(results)),
+            frd_mesh=(_chunks(mesh), len(mesh)),
+            frd_none=((), 0),
+            tip_labels=tuple(b"%10d" % (tip + k + 1) for k in range(TIP_NODES)),
+            nam=_text_block(NAM_BYTES),
+        )
+
+
+class CalculixOutput:
+    """The files ccx 2.20 writes for the bar, call for call (see CALCULIX OUTPUT).
+
+    An increment's calls are counted in the writer's own tallies, added to
+    the Disk once, at :meth:`finish` (or :meth:`close` after an error): the
+    Python around the calls is kept to the least, as the calls themselves are
+    the application's and the rest is the proxy's own cost (bench item 3).
+    """
+
+    def __init__(self, disk: Disk, layout: CalculixLayout, frd_every: int = 1):
+        self.disk, self.layout, self.every = disk, layout, frd_every
+        self.sync = disk.fsync == "increment"
+        self.fds: tuple[int, ...] = ()
+        self.first = True
+        self.mesh_written = False
+        # per increment: spooles.out and .frd reopens, writes, bytes, fsyncs
+        self.reopened = self.writes = self.written = self.synced = 0
+
+    def start(self, deck: str) -> bytes:
+        """ccx's start: clear old files, open the kept ones, read ``deck``; returns it."""
+        disk = self.disk
+        name = {s: disk.path(JOB + s) for s in (*CALCULIX_CLEARED, ".12d", ".nam")}
+        path = {s: disk.target(name[s]) for s in name}
+        self.frd = path[".frd"]
+        self.spooles = disk.target(disk.path("spooles.out"))
+        start = time.perf_counter()
+        fds = []
+        try:
+            for suffix in CALCULIX_CLEARED:
+                fd = os.open(path[suffix], RDWR_CREATE, 0o666)
+                disk.unlink(name[suffix])
+                os.close(fd)
+                if suffix in CALCULIX_KEPT:
+                    fds.append(os.open(path[suffix], RDWR_CREATE, 0o666))
+        finally:
+            self.fds = tuple(fds)
+        disk.account(time.perf_counter() - start, open=9, close=6)
+        disk.created(*(name[s] for s in CALCULIX_KEPT))
+        text = disk.read(deck)
+        start = time.perf_counter()
+        os.close(os.open(path[".12d"], RDWR_CREATE, 0o666))
+        fd = os.open(path[".nam"], RDWR_CREATE, 0o666)
+        try:
+            disk.unlink(name[".nam"])
+            _write(fd, self.layout.nam)
+        finally:
+            os.close(fd)
+        self._append_frd(((self.layout.frd_head,), FRD_HEAD), sync=False)
+        disk.account(time.perf_counter() - start, NAM_BYTES, open=2, write=1, close=2)
+        disk.created(name[".12d"], name[".frd"], disk.path("spooles.out"))
+        return text
+
+    def _append_frd(self, append: tuple, sync: bool) -> None:
+        """Reopen .frd for append (fopen "a": open, lseek), write, close; tallied, not timed."""
+        chunks, size = append
+        fd = os.open(self.frd, APPEND, 0o666)
+        try:
+            os.lseek(fd, 0, os.SEEK_END)
+            for chunk in chunks:
+                _write(fd, chunk)
+            if sync:
+                os.fsync(fd)
+        except OSError as error:
+            error.filename = self.frd
+            raise
+        finally:
+            os.close(fd)
+        self.reopened += 1
+        self.writes += len(chunks)
+        self.written += size
+        self.synced += sync
+
+    def __call__(self, inc: fe_model.Increment) -> None:
+        """One converged increment: its iterations' .cvg lines, .sta line, .dat table, .frd."""
+        number, attempts, now = inc.number, inc.attempts, inc.time
+        cvg = [
+            CVG_STEP1 % (number, attempts, k, 100.0 * r) + CVG_TAIL
+            for k, r in enumerate(inc.residuals or (0.0,), 1)
+        ]
+        n = len(cvg)
+        sta = STA_STEP1 % (number, attempts, n, now, now, inc.time_increment)
+        u = DAT_VALUES % (inc.tip_displacement, 0.0, 0.0)
+        f = DAT_VALUES % (inc.force / TIP_NODES, 0.0, 0.0)
+        layout = self.layout
+        a, b, c, d = layout.tip_labels
+        (u0, u1), (f0, f1) = DAT_HEAD_PARTS
+        t = DAT_TIME % now
+        dat = (
+            u0 + t + u1 + a + u, b + u, c + u, d + u,
+            f0 + t + f1 + a + f, b + f, c + f, d + f,
+        )  # fmt: skip
+        if self.first:
+            cvg[0], sta, self.first = CVG_HEAD + cvg[0], STA_HEAD + sta, False
+        every = self.every  # .frd: reopened at the increments with output (see CALCULIX OUTPUT)
+        if every and number % every:
+            frd = None
+        elif self.mesh_written:
+            frd = layout.frd_results if every else layout.frd_none
+        else:
+            frd, self.mesh_written = (layout.frd_first if every else layout.frd_mesh), True
+        dat_fd, sta_fd, cvg_fd = self.fds
+        spooles, write, open_, lseek, close = self.spooles, os.write, os.open, os.lseek, os.close
+        start = time.perf_counter()
+        for line in cvg:
+            fd = open_(spooles, APPEND, 0o666)  # ccx's fopen "a" of spooles.out, nothing written
+            lseek(fd, 0, os.SEEK_END)
+            close(fd)
+            done = write(cvg_fd, line)
+            if done != len(line):
+                write_all(cvg_fd, (line,), done)
+        done = write(sta_fd, sta)
+        if done != len(sta):
+            write_all(sta_fd, (sta,), done)
+        for line in dat:
+            done = write(dat_fd, line)
+            if done != len(line):
+                write_all(dat_fd, (line,), done)
+        if self.sync:
+            for fd in self.fds:
+                os.fsync(fd)
+        if frd is not None:
+            self._append_frd(frd, self.sync)
+        self.disk.seconds += time.perf_counter() - start
+        self.reopened += n
+        self.writes += n + 9
+        self.written += sum(map(len, cvg)) + len(sta) + sum(map(len, dat))
+        self.synced += 3 * self.sync
+
+    def _tally(self) -> None:
+        """The increments' calls and bytes, added to the Disk's counts (once)."""
+        r = self.reopened
+        self.disk.account(
+            0.0, self.written, open=r, lseek=r, close=r, write=self.writes, fsync=self.synced
+        )
+        self.reopened = self.writes = self.written = self.synced = 0
+
+    def finish(self, message: str) -> None:
+        """ccx's end: .dat, .sta, .cvg closed (fsync'd with ``end``), the .frd's last line."""
+        del message  # ccx says how it ended on stdout, which is not modelled
+        end = self.disk.fsync == "end"
+        start = time.perf_counter()
+        fds, self.fds = self.fds, ()
+        for fd in fds:
+            if end:
+                os.fsync(fd)
+            os.close(fd)
+        self._append_frd(((FRD_END,), len(FRD_END)), sync=self.disk.fsync != "none")
+        self.disk.account(time.perf_counter() - start, fsync=len(fds) * end, close=len(fds))
+        self._tally()
+
+    def close(self) -> None:
+        """After an error: close what is still open, quietly; count what was done."""
+        fds, self.fds = self.fds, ()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._tally()
+
+
+# ---------------------------------------------------------------- abaqus output
 
 
 def _frame_bytes(elements: int) -> int:
-    """Bytes of the real field data of one frame: header, U, S, LE, PE, PEEQ."""
+    """Bytes of the real field data of one .odb frame: header, U, S, LE, PE, PEEQ."""
     return FRAME_HEADER.size + 8 * ((elements + 1) + 4 * elements)
 
 
@@ -345,237 +667,95 @@ def _frame_parts(inc: fe_model.Increment) -> tuple:
     return (header, *(np.ascontiguousarray(a, dtype="<f8") for a in arrays))
 
 
-def _write_file(path: str | bytes, chunks, sync: bool) -> int:
-    """Create or empty ``path`` and write ``chunks``; an OSError names the path, as C's does."""
-    fd = os.open(path, CREATE, 0o666)
-    try:
-        written = write_all(fd, chunks)
-        if sync:
-            os.fsync(fd)
-    except OSError as error:
-        error.filename = path
-        raise
-    finally:
-        os.close(fd)
-    return written
+def preprocessor_files(output: Output) -> tuple[tuple[str, int], ...]:
+    """The files a pre-processor writes before the analysis, sharing ``model_bytes``."""
+    extras = output.files - output.core_files
+    names = [f"{JOB}{s}" for s in EXTRA_SUFFIXES[:extras]]
+    names += [f"{JOB}.{23 + i:03d}" for i in range(extras - len(names))]
+    if not names:  # no room for separate files: the model data opens the .odb
+        names = [f"{JOB}.odb"]
+    share, rest = divmod(output.model_bytes, len(names))
+    return tuple((name, share + (1 if i < rest else 0)) for i, name in enumerate(names))
 
 
-def write_increment(
-    fds: tuple[int, int, int],
-    inc: fe_model.Increment,
-    frame_bytes: int,
-    sync: bool,
-    restart: bytes | None,
-    restart_bytes: int,
-    restart_sync: bool,
-) -> tuple[int, float]:
-    """One increment's .msg lines, .sta line and .odb frame, and the restart file if given.
-
-    Returns the bytes written and the seconds spent in the calls.
-    """
-    msg = [
-        f" INCREMENT {inc.number:5d} STARTS. ATTEMPT NUMBER {inc.attempts:2d}, "
-        f"TIME INCREMENT {inc.time_increment:.3E}\n"
-    ]
-    msg += [
-        f"   EQUILIBRIUM ITERATION {i:3d}: LARGEST RELATIVE RESIDUAL {r:.3E}\n"
-        for i, r in enumerate(inc.residuals)
-    ]
-    msg.append(f"   CONVERGED AFTER {inc.iterations} ITERATIONS; FORCE {inc.force:.6E} N\n")
-    sta = (
-        f"   1 {inc.number:5d} {inc.attempts:3d} {inc.iterations:6d} "
-        f"{inc.time:12.5E} {inc.time:12.5E} {inc.time_increment:12.5E}\n"
-    )
-    frame = _frame_parts(inc)
-    size = sum(memoryview(part).nbytes for part in frame)
-    padding = _padding(max(frame_bytes - size, 0))
-    text = "".join(msg).encode()
-    start = time.perf_counter()
-    written = write_all(fds[0], (text,)) + write_all(fds[1], (sta.encode(),))
-    written += write_all(fds[2], (*frame, padding) if padding else frame)
-    if sync:
-        for fd in fds:
-            os.fsync(fd)
-    if restart is not None:
-        padding = _padding(max(restart_bytes - size, 0))
-        written += _write_file(restart, (*frame, padding) if padding else frame, restart_sync)
-    return written, time.perf_counter() - start
-
-
-class IncrementWriter:
-    """The Python twin of ``Writer`` in ``csrc/feio.c`` (its comment says what it does)."""
-
-    def __init__(self, fds, frame_bytes, sync, restart, restart_interval, restart_bytes,
-                 restart_sync):  # fmt: skip
-        self.fds, self.frame_bytes, self.sync = tuple(fds), frame_bytes, sync
-        self.restart, self.restart_interval = restart, restart_interval
-        self.restart_bytes, self.restart_sync = restart_bytes, restart_sync
-        self.written, self.seconds, self.restarts = 0, 0.0, 0
-
-    def __call__(self, inc: fe_model.Increment) -> None:
-        due = self.restart is not None and self.restart_interval > 0
-        due = due and inc.number % self.restart_interval == 0
-        written, seconds = write_increment(
-            self.fds, inc, self.frame_bytes, self.sync,
-            self.restart if due else None, self.restart_bytes, self.restart_sync,
-        )  # fmt: skip
-        self.written += written
-        self.seconds += seconds
-        self.restarts += due
-
-
-def start_files(create, append, sync: bool) -> tuple[tuple, int, float]:
-    """The Python twin of ``start`` in ``csrc/feio.c``."""
-    begin, written, fds = time.perf_counter(), 0, []
-    try:
-        for path, chunks in create:
-            written += _write_file(path, chunks, sync)
-        for path, chunks in append:
-            fd = os.open(path, APPEND, 0o666)
-            fds.append(fd)
-            try:
-                written += write_all(fd, chunks)
-            except OSError as error:
-                error.filename = path
-                raise
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    return tuple(fds), written, time.perf_counter() - begin
-
-
-def finish_files(fds: tuple, texts: tuple, sync: bool) -> tuple[int, float]:
-    """The Python twin of ``finish`` in ``csrc/feio.c``: every file is closed, whatever fails."""
-    begin, written, failure = time.perf_counter(), 0, None
-    for fd, text in zip(fds, texts, strict=True):
-        try:
-            if failure is None:
-                written += write_all(fd, (text,))
-                if sync:
-                    os.fsync(fd)
-        except OSError as error:
-            failure = error
-        try:
-            os.close(fd)
-        except OSError as error:
-            failure = failure or error
-    if failure is not None:
-        raise failure
-    return written, time.perf_counter() - begin
-
-
-class PythonFeio:
-    """The C helper's interface, in Python, where the helper is not built."""
-
-    Writer = IncrementWriter
-    start = staticmethod(start_files)
-    finish = staticmethod(finish_files)
-
-
-def input_deck(label: str, bar: fe_model.Bar, material: fe_model.Material, output: Output) -> str:
-    """An Abaqus-like input deck of the bar; the solver reads its *PARAMETER block back."""
-    return _deck_head(label, bar, material) + _deck_model(bar, output)
-
-
-#: the material's parameters, in the order the deck lists them
-MATERIAL_FIELDS = tuple(f.name for f in fields(fe_model.Material))
-
-
-def _deck_head(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
-    """The deck up to its *PARAMETER block: what differs between evaluations."""
-    return (
-        f"*HEADING\ntierbench fe_proxy {label}: tapered elasto-plastic bar, "
-        f"{bar.elements} elements\n*PARAMETER\n"
-    ) + "".join(f"{name} = {getattr(material, name):.12e}\n" for name in MATERIAL_FIELDS)
-
-
-def _deck_model(bar: fe_model.Bar, output: Output) -> str:
-    """The deck after *PARAMETER: the same for every evaluation of a run."""
-    lines = [
-        "*NODE, NSET=ALL",
-        *(f"{i + 1}, {x:.6f}" for i, x in enumerate(bar.nodes)),
-        "*ELEMENT, TYPE=T2D2, ELSET=BAR",
-        *(f"{e + 1}, {e + 1}, {e + 2}" for e in range(bar.elements)),
-        "** cross-section of every element (reference area, mm2)",
-        *(
-            f"*SOLID SECTION, ELSET=E{e + 1}, MATERIAL=FIT\n{a:.6f}"
-            for e, a in enumerate(bar.element_areas)
-        ),
-        "*MATERIAL, NAME=FIT",
-        "*ELASTIC",
-        "<E>, 0.3",
-        "*PLASTIC, HARDENING=COMBINED (linear + Voce): <sigma_y>, <H>, <Q>, <b>",
-        f"*STEP, NLGEOM=YES, INC={bar.increments * 2**bar.max_cutbacks}",
-        "*STATIC",
-        f"{1 / bar.increments}, 1.0",
-        "*BOUNDARY",
-        "1, 1, 1, 0.0",
-        f"{bar.elements + 1}, 1, 1, {bar.max_strain * bar.length:.6f}",
-        f"*CONTROLS, PARAMETERS=FIELD\n{bar.tolerance:.1e}",
-        "*OUTPUT, FIELD, FREQUENCY=1",
-        f"*RESTART, WRITE, FREQUENCY={output.restart_interval}",
-        "*END STEP",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def read_parameters(deck: str) -> fe_model.Material:
-    """The *PARAMETER block of a deck, as the solver's material."""
-    values, inside = {}, False
-    for line in StringIO(deck):  # line by line: the block is near the top
-        if line[0] == "*":
-            if inside:
-                break  # the block has ended
-            inside = line.rstrip().upper() == "*PARAMETER"
-        elif inside and "=" in line:
-            name, _, value = line.partition("=")
-            values[name.strip()] = float(value)
-    return fe_model.Material(**values)
-
-
-class SolverOutput:
-    """The files an implicit solver writes, keeps open and extends during an analysis.
-
-    Once started, :attr:`on_increment` is what the solve calls with every
-    converged increment: the C helper's ``Writer`` itself where it is built, so
-    no Python runs between the solve and the system calls.
-    """
+class AbaqusOutput:
+    """The abaqus model: .msg .sta .odb kept open and appended, .res rewritten, extra files."""
 
     SUFFIXES = (".msg", ".sta", ".odb")
 
-    def __init__(self, disk: Disk, label: str, output: Output):
-        self.disk, self.label, self.output = disk, label, output
+    def __init__(self, disk: Disk, output: Output):
+        self.disk, self.output = disk, output
+        self.sync = output.fsync == "increment"
         self.fds: tuple[int, ...] = ()
-        self.restart = disk.path("job.res")
-        self.on_increment = None
+        self.restart = disk.path(f"{JOB}.res")
 
-    def start(self, files: list[tuple[str, tuple]]) -> None:
-        """Write ``files`` (the deck, the pre-processor's), open the files kept open."""
-        disk, out = self.disk, self.output
-        headers = (
-            f" ANALYSIS {self.label}: NEWTON-RAPHSON, FORCE RESIDUAL TEST\n".encode(),
-            f" tierbench fe_proxy {self.label}\n"
-            " STEP  INC ATT  ITERS   TOTAL TIME   STEP TIME    INC OF TIME\n".encode(),
-            b"",
-        )
-        kept = [(disk.path(f"job{s}"), (h,)) for s, h in zip(self.SUFFIXES, headers, strict=True)]
-        self.fds = disk.start(files, kept)
-        self.on_increment = disk.io.Writer(
-            self.fds, out.increment_bytes, out.fsync == "increment",
-            disk.target(self.restart), out.restart_interval,
-            out.restart_bytes, out.fsync != "none",
-        )  # fmt: skip
+    def start(self, deck: str) -> bytes:
+        """The pre-processor's files, the kept files with their headers; returns the deck."""
+        disk = self.disk
+        for name, size in preprocessor_files(self.output):
+            disk.create(disk.path(name), (bytes(size),))
+        paths = [disk.target(disk.path(JOB + s)) for s in self.SUFFIXES]
+        start = time.perf_counter()
+        fds = []
+        try:
+            for path in paths:
+                fds.append(os.open(path, APPEND, 0o666))
+        finally:
+            self.fds = tuple(fds)
+        heads = [b" ANALYSIS: NEWTON-RAPHSON, FORCE RESIDUAL TEST\n", STA_HEAD]
+        for fd, head in zip(self.fds, heads, strict=False):
+            _write(fd, head)
+        disk.account(time.perf_counter() - start, sum(map(len, heads)), open=3, write=2)
+        disk.created(*paths)
+        return disk.read(deck)
+
+    def __call__(self, inc: fe_model.Increment) -> None:
+        """The increment's .msg lines, .sta line, .odb frame, and the restart file when due."""
+        out = self.output
+        msg = [
+            f"   EQUILIBRIUM ITERATION {i:3d}: LARGEST RELATIVE RESIDUAL {r:.3E}\n"
+            for i, r in enumerate(inc.residuals)
+        ]
+        msg.append(f"   CONVERGED AFTER {inc.iterations} ITERATIONS; FORCE {inc.force:.6E} N\n")
+        text = "".join(msg).encode()
+        sta = STA_LINE % (1, inc.number, inc.attempts, inc.iterations, inc.time, inc.time,
+                          inc.time_increment)  # fmt: skip
+        frame = _frame_parts(inc)
+        size = sum(memoryview(part).nbytes for part in frame)
+        padding = bytes(max(out.increment_bytes - size, 0))
+        start = time.perf_counter()
+        msg_fd, sta_fd, odb_fd = self.fds
+        written = write_all(msg_fd, (text,)) + write_all(sta_fd, (sta,))
+        written += write_all(odb_fd, (*frame, padding))
+        if self.sync:
+            for fd in self.fds:
+                os.fsync(fd)
+        self.disk.account(time.perf_counter() - start, written, write=3, fsync=3 * self.sync)
+        if out.restart_interval and inc.number % out.restart_interval == 0:
+            padding = bytes(max(out.restart_bytes - size, 0))
+            self.disk.create(self.restart, (*frame, padding))
 
     def finish(self, message: str) -> None:
         """The analysis' last line in .msg and .sta; every file closed (fsync'd with ``end``)."""
-        writer = self.on_increment
-        self.disk.account(writer.written, writer.seconds)
-        if writer.restarts:
-            self.disk.claim(self.restart)
+        end = self.output.fsync == "end"
         text = (message + "\n").encode()
         fds, self.fds = self.fds, ()
-        self.disk.finish(fds, (text, text, b""))
+        start, failure = time.perf_counter(), None
+        for fd, last in zip(fds, (text, text, b""), strict=True):
+            try:
+                if failure is None:
+                    if last:
+                        _write(fd, last)
+                    if end:
+                        os.fsync(fd)
+            except OSError as error:
+                failure = error
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        written = 2 * len(text) if failure is None else 0
+        self.disk.account(time.perf_counter() - start, written, write=2, fsync=3 * end, close=3)
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """After an error: close what is still open, quietly."""
@@ -583,17 +763,6 @@ class SolverOutput:
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def preprocessor_files(output: Output) -> tuple[tuple[str, int], ...]:
-    """The files a pre-processor writes before the analysis, sharing ``model_bytes``."""
-    extras = output.files - output.core_files
-    names = [f"job{s}" for s in EXTRA_SUFFIXES[:extras]]
-    names += [f"job.{23 + i:03d}" for i in range(extras - len(names))]
-    if not names:  # no room for separate files: the model data opens the .odb
-        names = ["job.odb"]
-    share, rest = divmod(output.model_bytes, len(names))
-    return tuple((name, share + (1 if i < rest else 0)) for i, name in enumerate(names))
 
 
 # ---------------------------------------------------------------- one evaluation
@@ -607,9 +776,16 @@ def init_worker(bar: fe_model.Bar, output: Output, target: np.ndarray) -> None:
         bar=bar,
         output=output,
         target=target,
-        deck_model=_deck_model(bar, output).encode(),
-        preprocessor=[(name, (_padding(size),)) for name, size in preprocessor_files(output)],
+        deck_model=deck_model(bar, output.frd_every).encode(),
+        layout=CalculixLayout.of(bar) if output.model == "calculix" else None,
     )
+
+
+def solver_output(disk: Disk, output: Output):
+    """The writer of ``output.model``'s files."""
+    if output.model == "calculix":
+        return CalculixOutput(disk, _WORKER["layout"], output.frd_every)
+    return AbaqusOutput(disk, output)
 
 
 def evaluate(task: dict) -> dict:
@@ -636,16 +812,12 @@ def evaluate(task: dict) -> dict:
     solver = None
     try:
         disk.mkdir()
-        deck = disk.path("job.inp")
-        deck_text = (_deck_head(label, bar, material).encode(), _WORKER["deck_model"])
-        solver = SolverOutput(disk, label, output)
-        solver.start(
-            [(deck, deck_text)]
-            + [(disk.path(name), chunks) for name, chunks in _WORKER["preprocessor"]]
-        )
-        parsed = read_parameters(disk.read(deck).decode())
+        deck = disk.path(f"{JOB}.inp")
+        disk.create(deck, (deck_head(label, bar, material).encode(), _WORKER["deck_model"]))
+        solver = solver_output(disk, output)
+        parsed = read_parameters(solver.start(deck).decode())
         try:
-            solution = fe_model.solve(bar, parsed, solver.on_increment)
+            solution = fe_model.solve(bar, parsed, solver)
         except fe_model.ConvergenceError as error:
             solver.finish(f" THE ANALYSIS HAS NOT BEEN COMPLETED: {error}")
             record["error"] = str(error)
@@ -666,6 +838,8 @@ def evaluate(task: dict) -> dict:
     record["compute_time"] = record["eval_time"] - disk.seconds
     record["bytes"] = disk.bytes
     record["files"] = disk.files
+    record["files_created"] = len(disk.names)
+    record["calls"] = dict(disk.calls)
     return record
 
 
@@ -778,6 +952,17 @@ def _json_value(value):
     return value
 
 
+def per_evaluation(evaluations: list[dict]) -> dict:
+    """What an evaluation wrote, median over the run: files, bytes and file calls."""
+    calls = {name: statistics.median(e["calls"][name] for e in evaluations) for name in CALLS}
+    return {
+        "files": statistics.median(e["files"] for e in evaluations),
+        "files_created": statistics.median(e["files_created"] for e in evaluations),
+        "bytes": statistics.median(e["bytes"] for e in evaluations),
+        "calls": calls,
+    }
+
+
 def run(job: Job) -> list[dict]:
     config = settings(job.params)
     if job.folder is None:
@@ -789,29 +974,40 @@ def run(job: Job) -> list[dict]:
             "set oversubscribe: true to run more workers than cores"
         )
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
-    # who writes the solver output: the C helper ("c") or Python, and why; asked
-    # before the workers fork, so a first build happens once
-    job.extra["file_writer"] = native.status("feio")
     job.log(
         f"GA: population {config.ga.population}, {config.ga.generations} generations, "
         f"{config.cores} workers; FE: {config.bar.elements} elements, "
-        f"{config.bar.increments} increments; fsync={config.output.fsync}; "
-        f"about {evaluation_bytes(config.output, config.bar)} B per evaluation"
+        f"{config.bar.increments} increments; output as {config.output.model}, "
+        f"fsync={config.output.fsync}; "
+        f"at most {evaluation_bytes(config.output, config.bar)} B per evaluation"
     )
     outcome = optimise(config, job.folder.path, job.log)
+    written = per_evaluation(outcome["evaluations"])
     job.log(
         f"optimisation took {outcome['wall_time']:.2f} s; best misfit "
-        f"{outcome['best_misfit']:.3f} %, parameters {outcome['best']}"
+        f"{outcome['best_misfit']:.3f} %, parameters {outcome['best']}; per evaluation "
+        f"{written['files']:g} files, {written['bytes']:g} B, {written['calls']['write']:g} writes"
     )
     job.extra["truth"] = {n: getattr(TRUTH, n) for n in BOUNDS}
     job.extra["best"] = outcome["best"]
     job.extra["history"] = outcome["history"]
     job.extra["cpus"] = cpus
+    job.extra["per_evaluation"] = written
     job.extra["evaluations"] = [
         {k: _json_value(v) for k, v in e.items()} for e in outcome["evaluations"]
     ]
     return summary_metrics(outcome)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main(run))
+WORKLOAD = Workload(
+    name="fe_proxy",
+    summary="a genetic algorithm over a small non-linear FE model writing solver output",
+    headline=("wall_time",),
+    stands_for="calculix",
+    run=run,
+    family="fe",
+    env="fe",
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+    threads=threads,
+)
