@@ -1,8 +1,10 @@
 """tierbench: which storage tier should a job's scratch and output go to?
 
-Table of contents: the configuration is validated, the rules of each workload
-are included, and `all` builds the report of the configured study
-(`paper` builds the five document studies and their report).
+Table of contents: the configuration is validated, one benchmark rule per
+workload of the registry is generated, and `all` builds the report of the
+configured study, results/<machine>/report.html (`paper` builds the five
+document studies and their report). <machine> is the hardware file's name, or
+the host's when none is given: machines never share a path.
 """
 
 import gc
@@ -23,20 +25,17 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/preflight.smk"
-include: "workflow/rules/fio.smk"
-include: "workflow/rules/pv.smk"
-include: "workflow/rules/fe_proxy.smk"
-include: "workflow/rules/cfd_proxy.smk"
-include: "workflow/rules/dd.smk"
-include: "workflow/rules/stream.smk"
+include: "workflow/rules/benchmarks.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/fidelity.smk"
+include: "workflow/rules/database.smk"
 
 
 rule all:
     default_target: True
     input:
-        "results/report.html",
+        f"{OUT}/report.html",
 
 
 # Everything made so far (Snakemake's modules, the rules, the expanded matrix)

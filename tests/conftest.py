@@ -14,6 +14,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(REPO / "workflow"))
+from tierbench.matrix import complete  # noqa: E402
+
+#: the machine every test run's results belong to (results/testbox/<study>/), whatever the host
+MACHINE = "testbox"
+os.environ["TIERBENCH_MACHINE"] = MACHINE
 
 #: what a scratch copy of the pipeline needs (results/ and .snakemake/ stay behind)
 PIPELINE_FILES = ["Snakefile", "workflow", "config", "notebooks", "profiles", "envs"]
@@ -57,7 +62,8 @@ def pipeline(tmp_path: Path):
 
 
 def job_spec(workload: str, tier_path, params: dict, **fields) -> dict:
-    """The spec a workload runner gets for one job (as matrix.run_spec makes it), for tests."""
+    """The spec a workload runner gets for one job (as matrix.run_spec makes it), for tests:
+    the schema's defaults filled in, as the pipeline does."""
     return {
         "study": "t",
         "experiment": workload,
@@ -67,7 +73,7 @@ def job_spec(workload: str, tier_path, params: dict, **fields) -> dict:
         "tier_class": "disk",
         "max_bytes": None,
         "point": "p",
-        "params": params,
+        "params": complete(workload, params),
         "repetition": 1,
         "phase": "measured",
         **fields,

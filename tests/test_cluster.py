@@ -1,7 +1,5 @@
 """What jobs ask a cluster for, and what a job does on the wrong partition (no Slurm needed)."""
 
-import json
-
 import pytest
 from conftest import job_spec
 from tierbench import cluster, matrix, preflight
@@ -57,9 +55,9 @@ def test_partition_of_hardware_file_reaches_tiers_and_spec(tmp_path):
     tiers = matrix.resolve_tiers({"tiers": {}, "hardware": "c"}, tmp_path, str(tmp_path))
     assert tiers["a"]["partition"] == "batch" and tiers["b"]["partition"] == "fat"
     point = matrix.Point("s", "e", "fio", "b", "single", {})
-    assert json.loads(matrix.run_spec(point, tiers["b"], 1))["slurm_partition"] == "fat"
+    assert matrix.run_spec(point, tiers["b"], 1)["slurm_partition"] == "fat"
     # without a partition the spec is as before (no rerun of existing results)
-    plain = json.loads(matrix.run_spec(point, {"path": "/x", "class": "shm"}, 1))
+    plain = matrix.run_spec(point, {"path": "/x", "class": "shm"}, 1)
     assert "slurm_partition" not in plain
 
 

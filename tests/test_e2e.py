@@ -1,9 +1,11 @@
 """The default study end to end on the smoke preset, in a scratch copy of the pipeline."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -36,7 +38,7 @@ def smoke_run(tmp_path_factory):
 
 def test_results_csv_has_values_with_units(smoke_run):
     root, _ = smoke_run
-    results = pd.read_csv(root / "results/default/results.csv")
+    results = pd.read_csv(root / "results/testbox/default/results.csv")
     ok = results[results["status"] == "ok"]
     assert set(ok["tier"]) == {"shm", "disk"}
     assert set(ok["experiment"]) == {"worst_case", "sequential"}
@@ -53,7 +55,7 @@ def test_results_csv_has_values_with_units(smoke_run):
 
 def test_summary_has_median_and_spread(smoke_run):
     root, _ = smoke_run
-    summary = pd.read_csv(root / "results/default/summary.csv")
+    summary = pd.read_csv(root / "results/testbox/default/summary.csv")
     ok = summary[summary["status"] == "ok"]
     assert (ok["n"] == 3).all()
     assert ((ok["min"] <= ok["median"]) & (ok["median"] <= ok["max"])).all()
@@ -65,8 +67,8 @@ def test_summary_has_median_and_spread(smoke_run):
 
 def test_report_embeds_every_figure(smoke_run):
     root, _ = smoke_run
-    html = (root / "results/report.html").read_text()
-    manifests = list((root / "results/default/figures").glob("*/manifest.json"))
+    html = (root / "results/testbox/report.html").read_text()
+    manifests = list((root / "results/testbox/default/figures").glob("*/manifest.json"))
     figures = [entry for m in manifests for entry in json.loads(m.read_text())]
     assert {f["name"] for f in figures} >= {"fio_sequential", "fio_worst_case"}
     embedded = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', html)
@@ -79,11 +81,11 @@ def test_report_embeds_every_figure(smoke_run):
 
 def test_provenance_and_logs(smoke_run):
     root, _ = smoke_run
-    tiers = json.loads((root / "results/default/provenance/tiers.json").read_text())
+    tiers = json.loads((root / "results/testbox/default/provenance/tiers.json").read_text())
     assert set(tiers["tiers"]) == {"shm", "disk"}
     assert tiers["tiers"]["shm"]["fs_type"] == "tmpfs"
     assert tiers["tools"]["fio"] and tiers["host"]["cores"] >= 1
-    logs = list((root / "results/default/logs/fio").rglob("*.log"))
+    logs = list((root / "results/testbox/default/logs/fio").rglob("*.log"))
     assert len(logs) == 18 * 4
 
 
@@ -108,3 +110,41 @@ def test_snakemake_report_zip(smoke_run):
         names = archive.namelist()
     assert any(name.endswith("fio_worst_case.png") for name in names)
     assert any(name.endswith("results.csv") for name in names)
+
+
+def test_a_second_machine_keeps_both_and_compares(smoke_run):
+    """Issue 14's walk-through: the same study with another hardware file lands beside the
+    first machine's results, both runs are in the database, and compare sets them side by
+    side. (Last in this module: it adds a second machine to the shared run.)"""
+    root, _ = smoke_run
+    first = root / "results/testbox/default"
+    before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
+    (root / "config/hardware/second.yaml").write_text(
+        "name: second\ncores: 2\nmemory: 4GiB\ntiers:\n"
+        "  shm: {path: /dev/shm, class: shm}\n"
+        "  disk: {path: results/scratch-second, class: disk}\n"
+    )
+    done = subprocess.run(
+        [*snakemake_command(), "-c2", "--config", "scale=smoke", "hardware=second"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (root / "results/second/report.html").is_file()
+    assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
+    env = {**os.environ, "PYTHONPATH": str(root / "workflow")}
+    runs = subprocess.run(
+        [sys.executable, "-m", "tierbench.resultsdb", "list", "--db", "results/tierbench.sqlite"],
+        cwd=root, capture_output=True, text=True, env=env, check=True,
+    ).stdout  # fmt: skip
+    assert "testbox" in runs and "second" in runs
+    compared = subprocess.run(
+        [sys.executable, "-m", "tierbench.compare", "testbox", "second",
+         "--db", "results/tierbench.sqlite", "--out", "results/compare.html"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    html = (root / "results/compare.html").read_text()
+    assert "testbox" in html and "second" in html and "worst_case" in html

@@ -5,20 +5,24 @@ import errno
 import pytest
 from conftest import fixture_text, job_spec
 from tierbench.errors import PointFailed
+from tierbench.matrix import complete
 from tierbench.runner import run_job
 from tierbench.workloads import fio
 
-WORST = {
-    "rw": "randrw",
-    "block_size": "4k",
-    "io_mode": "fsync",
-    "size": "8MiB",
-    "io_size": "16MiB",
-    "runtime": 2,
-    "ramp_time": 0,
-    "iodepth": 1,
-    "numjobs": 1,
-}
+WORST = complete(
+    "fio",
+    {
+        "rw": "randrw",
+        "block_size": "4k",
+        "io_mode": "fsync",
+        "size": "8MiB",
+        "io_size": "16MiB",
+        "runtime": 2,
+        "ramp_time": 0,
+        "iodepth": 1,
+        "numjobs": 1,
+    },
+)
 
 
 def by_name(metrics):

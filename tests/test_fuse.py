@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 import shutil
 import socket
@@ -243,9 +242,9 @@ def test_all_leaves_views_out_and_mounts_names_them():
 def test_run_spec_carries_the_backing_tier():
     tiers = resolve(CONFIG)
     point = matrix.Point("s", "sinks", "pv", "shm_fuse", "single", {"size": "1MiB"})
-    spec = json.loads(matrix.run_spec(point, tiers["shm_fuse"], 1))
+    spec = matrix.run_spec(point, tiers["shm_fuse"], 1)
     assert spec["backing_path"] == "/dev/shm" and spec["mount"] == "bindfs"
-    plain = json.loads(matrix.run_spec(point, tiers["shm"], 1))
+    plain = matrix.run_spec(point, tiers["shm"], 1)
     assert "backing_path" not in plain and "mount" not in plain
 
 

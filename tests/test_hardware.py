@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from tierbench import matrix
+from tierbench.errors import ConfigError
 
 FILES = sorted((REPO / "config/hardware").glob("*.yaml"))
 
@@ -41,3 +42,19 @@ def test_a_bad_hardware_file_names_the_key(tmp_path):
     with pytest.raises(matrix.ConfigError) as error:
         matrix.load_hardware("broken", tmp_path)
     assert "cores" in str(error.value) and "floppy" in str(error.value)
+
+
+def test_a_site_openfoam_reaches_every_job_spec_of_the_machine(tmp_path):
+    (tmp_path / "site.yaml").write_text(
+        "name: site\ncores: 4\nmemory: 8GiB\nopenfoam: {module: openfoam/2312}\n"
+        "tiers:\n  scratch: {path: /tmp, class: disk}\n"
+    )
+    tiers = matrix.resolve_tiers({"tiers": {}, "hardware": "site"}, tmp_path, str(tmp_path))
+    point = matrix.Point("s", "e", "openfoam", "scratch", "p", {})
+    assert matrix.run_spec(point, tiers["scratch"], 1)["openfoam"] == {"module": "openfoam/2312"}
+    (tmp_path / "bad.yaml").write_text(
+        "name: bad\ncores: 4\nmemory: 8GiB\nopenfoam: {modul: x}\n"
+        "tiers:\n  scratch: {path: /tmp, class: disk}\n"
+    )
+    with pytest.raises(ConfigError, match="openfoam"):
+        matrix.load_hardware("bad", tmp_path)

@@ -205,7 +205,7 @@ def test_study_runs_on_a_hardware_file_without_views():
 def test_ramdisk_macos_smoke_end_to_end(pipeline):
     pipeline("-c2", "--configfile", "config/studies/ramdisk_macos.yaml", "--config", "scale=smoke")
     root = pipeline.root
-    study = root / "results/ramdisk_macos"
+    study = root / "results/testbox/ramdisk_macos"
     summary = pd.read_csv(study / "summary.csv")
     rates = summary[(summary["workload"] == "pv") & (summary["metric"] == "throughput")]
     measured = set(rates[rates["status"] == "ok"]["tier"])
@@ -225,7 +225,7 @@ def test_ramdisk_macos_smoke_end_to_end(pipeline):
     assert all((study / "figures/pv" / entry["png"]).stat().st_size > 10_000 for entry in manifest)
     assert "16 MiB" in manifest[0]["caption"] and "no fsync" in manifest[0]["caption"]
     assert "warm-up" in manifest[0]["caption"]
-    assert (root / "results/report.html").stat().st_size > 0
+    assert (root / "results/testbox/report.html").stat().st_size > 0
     # every mount undone, every run folder removed
     assert not [
         line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(root) in line

@@ -54,7 +54,7 @@ def write_config(path: Path, tiers: dict, params: dict, experiment_tiers: list) 
 
 
 #: the tests that need no figures stop at the summary table
-SUMMARY = "results/safety/summary.csv"
+SUMMARY = "results/testbox/safety/summary.csv"
 BASE_PARAMS = {"rw": "write", "block_size": "1M", "io_mode": "buffered", "runtime": 1}
 
 
@@ -70,12 +70,12 @@ def test_user_files_survive_a_run_with_failed_points(pipeline, tmp_path):
     )
     pipeline("-c1", "--configfile", str(config))
     assert digest(users) == before
-    summary = pd.read_csv(pipeline.root / "results/safety/summary.csv")
+    summary = pd.read_csv(pipeline.root / "results/testbox/safety/summary.csv")
     status = summary.drop_duplicates("point").set_index("point")["status"]
     assert status["size=1MiB"] == "ok" and status["size=4MiB"] == "failed"
     failed = summary[summary["status"] == "failed"].iloc[0]
     assert "max_bytes" in failed["reason"]
-    html = (pipeline.root / "results/report.html").read_text()
+    html = (pipeline.root / "results/testbox/report.html").read_text()
     assert "Points without a number" in html and "max_bytes" in html
 
 
@@ -129,7 +129,7 @@ def test_killed_run_resumes_and_leaves_nothing(pipeline, tmp_path):
     pipeline("-c1", SUMMARY, "--rerun-incomplete", "--configfile", str(config))
     assert digest(users) == before
     assert not [p for p in users.glob("tierbench-*") if p.name != "tierbench-mine"]
-    results = pd.read_csv(pipeline.root / "results/safety/results.csv")
+    results = pd.read_csv(pipeline.root / "results/testbox/safety/results.csv")
     assert (results[results["metric"] == "write_bandwidth"]["value"] > 0).all()
 
 
@@ -162,5 +162,27 @@ def test_a_64mb_tmpfs_fails_the_big_point_and_runs_the_rest(pipeline, tmp_path, 
     assert status.loc["size=128MiB", "status"] == "failed"
     assert "free" in status.loc["size=128MiB", "reason"]
     assert digest(small_tmpfs) == before
-    preflight = (pipeline.root / "results/safety/preflight.json").read_text()
+    preflight = (pipeline.root / "results/testbox/safety/preflight.json").read_text()
     assert "recorded as failed" in preflight
+
+
+def test_a_failing_preflight_ends_with_its_reason_and_no_json(pipeline, tmp_path, small_tmpfs):
+    """Snakemake's error output and the rule's log end with the one line that explains the
+    failure; a job's command line names its plan, not its whole point as JSON."""
+    config = write_config(
+        tmp_path / "c.yaml",
+        {"tiny": {"path": str(small_tmpfs), "class": "tmpfs"}},
+        {**BASE_PARAMS, "size": ["100MiB", "200MiB"]},
+        ["tiny"],
+    )
+    done = pipeline("-c1", SUMMARY, "--configfile", str(config), "-p", check=False)
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    reason = "tier tiny: its smallest point writes 100 MiB"
+    assert reason in output and "free" in output
+    assert max(len(line) for line in output.splitlines()) < 300
+    assert '{"' not in output  # no JSON spec anywhere: not in commands, not in messages
+    log = (pipeline.root / "results/testbox/safety/logs/preflight.log").read_text()
+    assert reason in log.strip().splitlines()[-1]
+    command = next(line for line in output.splitlines() if "tierbench.preflight" in line)
+    assert "--plan results/testbox/safety/plan.json" in command

@@ -30,9 +30,11 @@ def run_study(pipeline, study):
     root = pipeline.root
     assert not ours() - before, f"run folders left on /dev/shm: {ours() - before}"
     assert not [p for p in (root / "results/scratch").glob("tierbench-*")]
-    results = pd.read_csv(root / f"results/{study}/results.csv")
-    summary = pd.read_csv(root / f"results/{study}/summary.csv")
-    manifest = json.loads((root / f"results/{study}/figures/sequential/manifest.json").read_text())
+    results = pd.read_csv(root / f"results/testbox/{study}/results.csv")
+    summary = pd.read_csv(root / f"results/testbox/{study}/summary.csv")
+    manifest = json.loads(
+        (root / f"results/testbox/{study}/figures/sequential/manifest.json").read_text()
+    )
     return results, summary, {entry["name"]: entry for entry in manifest}, elapsed
 
 
@@ -69,9 +71,9 @@ def test_tmpfs_advent_smoke(pipeline):
     ):
         assert words in caption
     assert "triad" in figures["stream_kernels"]["caption"]
-    png = pipeline.root / "results/tmpfs_advent/figures/sequential/dd_tiers_dd_zero.png"
+    png = pipeline.root / "results/testbox/tmpfs_advent/figures/sequential/dd_tiers_dd_zero.png"
     assert png.stat().st_size > 10_000
-    assert (pipeline.root / "results/report.html").exists()
+    assert (pipeline.root / "results/testbox/report.html").exists()
     print(f"tmpfs_advent smoke: {elapsed:.0f} s")
 
 

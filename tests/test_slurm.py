@@ -128,7 +128,7 @@ def test_smoke_study_runs_as_slurm_jobs(pipeline, slurm, monkeypatch):
     elapsed = time.monotonic() - started
     assert "has been submitted with SLURM jobid" in done.stdout + done.stderr
 
-    results = pd.read_csv(root / "results/default/results.csv", dtype={"slurm_job_id": str})
+    results = pd.read_csv(root / f"results/{HARDWARE}/default/results.csv", dtype={"slurm_job_id": str})
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
     assert len(runs) == 18, runs[["experiment", "tier", "point"]]
     assert set(results["status"]) == {"ok"}, results[results["status"] != "ok"]
@@ -144,21 +144,21 @@ def test_smoke_study_runs_as_slurm_jobs(pipeline, slurm, monkeypatch):
         assert job["Comment"].startswith("rule_fio_wildcards_default_")
         assert job["TimeLimit"] != "UNLIMITED"  # runtime= reached sbatch
 
-    raw = next((root / "results/default/raw/fio").rglob("rep1.json"))
+    raw = next((root / f"results/{HARDWARE}/default/raw/fio").rglob("rep1.json"))
     record = json.loads(raw.read_text())
     assert record["context"]["host"]["slurm_job_id"] in ids
     assert record["context"]["tier"]["fs_type"]
     assert record["spec"]["slurm_partition"] == slurm.partition
 
     # the probe of the tiers ran as a Slurm job too, never on the submit side
-    tiers = json.loads((root / "results/default/provenance/tiers.json").read_text())
+    tiers = json.loads((root / f"results/{HARDWARE}/default/provenance/tiers.json").read_text())
     assert tiers["host"]["slurm_job_id"] and tiers["host"]["slurm_job_id"] not in ids
 
     # the report says per tier and node which jobs ran there and what they saw
-    nodes = json.loads((root / "results/default/provenance/nodes.json").read_text())
+    nodes = json.loads((root / f"results/{HARDWARE}/default/provenance/nodes.json").read_text())
     assert {n["tier"] for n in nodes} == {"shm", "disk"}
     assert sorted((i for n in nodes for i in n["slurm_job_ids"]), key=int) == sorted(ids, key=int)
-    html = (root / "results/report.html").read_text()
+    html = (root / f"results/{HARDWARE}/report.html").read_text()
     for node in nodes:
         assert node["host"] == socket.gethostname() and node["fs_type"]
         assert node["slurm_partition"] == slurm.partition
@@ -254,12 +254,14 @@ def test_mpi_ensemble_and_bad_input_on_slurm(pipeline, slurm, monkeypatch):
     output = done.stdout + done.stderr
     assert "Slurm partition 'nosuch'" in output  # said once when submitting
 
-    results = pd.read_csv(root / "results/slurmcheck/results.csv", dtype={"slurm_job_id": str})
+    results = pd.read_csv(
+        root / f"results/{HARDWARE}/slurmcheck/results.csv", dtype={"slurm_job_id": str}
+    )
     assert results["slurm_job_id"].str.fullmatch(r"\d+").all()
     status = results.groupby("experiment")["status"].agg(set)
     assert status["mpi_pair"] == {"ok"} and status["ensemble"] == {"ok"}, results
 
-    raw = root / "results/slurmcheck/raw/cfd_proxy"
+    raw = root / f"results/{HARDWARE}/slurmcheck/raw/cfd_proxy"
     pair = json.loads(next((raw / "mpi_pair").rglob("rep1.json")).read_text())
     (command,) = pair["extra"]["commands"]
     assert command.startswith("srun --mpi=pmix -n 2 "), command
@@ -281,8 +283,8 @@ def test_mpi_ensemble_and_bad_input_on_slurm(pipeline, slurm, monkeypatch):
     assert "Slurm partition 'nosuch'" in nopart and "does not exist" in nopart
     missing = bad.loc["gone", "reason"]
     assert gone in missing and "does not exist" in missing
-    logs = root / "results/slurmcheck/logs/fio/bad_input"
+    logs = root / f"results/{HARDWARE}/slurmcheck/logs/fio/bad_input"
     assert "nosuch" in next((logs / "nopart").rglob("*.log")).read_text()
     assert gone in next((logs / "gone").rglob("*.log")).read_text()
-    html = (root / "results/report.html").read_text().replace("&#39;", "'")
+    html = (root / f"results/{HARDWARE}/report.html").read_text().replace("&#39;", "'")
     assert nopart in html and missing in html

@@ -7,6 +7,7 @@ the inputs and parameters a job needs.
 import inspect
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -31,7 +32,7 @@ _prepend_env("PATH", os.path.dirname(sys.executable))
 
 from tierbench import matrix  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
-from tierbench.workloads import estimate  # noqa: E402
+from tierbench.workloads import estimate, registry  # noqa: E402
 
 
 def per_job(func):
@@ -45,28 +46,42 @@ def per_job(func):
 
 
 BASE = Path(workflow.basedir)
-PAPER_STUDIES = [
-    "fe_tmpfs",
-    "cfd_dcpmm",
-    "ramdisk_macos",
-    "tmpfs_advent",
-    "eagle_local",
-]
-RAW = "results/{study}/raw/{workload}/{experiment}/{tier}/{point}/rep{rep}.json"
+PAPER_STUDIES = matrix.PAPER_STUDIES
+#: every workload of the registry (tierbench.workloads): one rule each, see benchmarks.smk
+WORKLOADS = registry()
+
+
+def machine_name():
+    """What this run's results belong to: the hardware file, else the host.
+
+    The name is handed to every job in the environment: a job that re-reads
+    this file on a compute node must key its outputs by the submit host's
+    machine, not by the node it runs on.
+    """
+    name = config.get("hardware") or os.environ.get("TIERBENCH_MACHINE")
+    name = name or socket.gethostname().split(".")[0]
+    return "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
+
+
+MACHINE = machine_name()
+os.environ["TIERBENCH_MACHINE"] = MACHINE
+#: every output of this run lives under results/<machine>/: machines never share a path
+OUT = f"results/{MACHINE}"
+#: one database of every finished study run, of every machine
+DATABASE = "results/tierbench.sqlite"
+RAW = f"{OUT}/{{study}}/raw/{{workload}}/{{experiment}}/{{tier}}/{{point}}/rep{{rep}}.json"
+#: a benchmark job's log: the same path as its raw record, under logs/
+RAW_LOG = f"{OUT}/{{study}}/logs/{{workload}}/{{experiment}}/{{tier}}/{{point}}/rep{{rep}}.log"
 REFERENCE_CSVS = sorted(str(p) for p in (BASE / "config/reference").glob("*.csv"))
-#: workload -> the notebook (figure family) that plots it
-FIGURE_FAMILY = {
-    "fio": "fio",
-    "dd": "sequential",
-    "pv": "pv",
-    "stream": "sequential",
-    "fe_proxy": "fe",
-    "cfd_proxy": "cfd",
-}
+
+
+envvars:
+    "TIERBENCH_MACHINE",
 
 
 def _load():
     try:
+        matrix.validate_config(config)
         tiers = matrix.resolve_tiers(config, BASE / "config/hardware", os.getcwd())
         studies = {config["study"]: matrix.study_of(config)}
         for study_id in PAPER_STUDIES:
@@ -75,6 +90,9 @@ def _load():
                 studies[study_id] = matrix.load_study(path, config)
         points = {}
         for study in studies.values():
+            matrix.repetition_bounds(
+                study
+            )  # a range whose max is below its min stops here
             for point in matrix.expand_study(study, tiers, config["scale"]):
                 points[point.key] = point
     except ConfigError as error:
@@ -99,21 +117,67 @@ def study_points(study):
     return [point for point in POINTS.values() if point.study == study]
 
 
-def raw_records(study):
-    """Every raw JSON record of a study: all points, all repetitions."""
-    reps = matrix.repetitions(STUDIES[study])
+def raw_path(point, rep):
+    return RAW.format(
+        study=point.study,
+        workload=point.workload,
+        experiment=point.experiment,
+        tier=point.tier,
+        point=point.name,
+        rep=rep,
+    )
+
+
+def raw_records(study, experiments=None):
+    """Raw JSON records of a study's first round (or of some of its experiments)."""
+    spec = STUDIES[study]
+    reps = {e["name"]: matrix.repetitions(spec, e["name"]) for e in spec["experiments"]}
     return [
-        RAW.format(
-            study=p.study,
-            workload=p.workload,
-            experiment=p.experiment,
-            tier=p.tier,
-            point=p.name,
-            rep=rep,
-        )
+        raw_path(p, rep)
         for p in study_points(study)
-        for rep in reps
+        if experiments is None or p.experiment in experiments
+        for rep in reps[p.experiment]
     ]
+
+
+def study_records(wildcards):
+    """Every raw record a study's tables are made of: the first round and, in a study
+    with a repetition range, the further repetitions its undecided lessons asked for."""
+    study = wildcards.study
+    records = raw_records(study)
+    if not matrix.adaptive(STUDIES[study]):
+        return records
+    decided = checkpoints.extra_repetitions.get(study=study).output[0]
+    wanted = json.loads(Path(decided).read_text())["points"]
+    first = matrix.repetition_bounds(STUDIES[study])[0]
+    fixed = matrix.fixed_repetitions(STUDIES[study])
+    for point in study_points(study):
+        if point.experiment in fixed:
+            continue
+        more = wanted.get(matrix.point_id(point), first)
+        records += [raw_path(point, rep) for rep in range(first + 1, more + 1)]
+    return records
+
+
+def holds_a_pair(study):
+    """Does the study run a proxy beside the real application it stands for?"""
+    workloads = {p.workload for p in study_points(study)}
+    return any(WORKLOADS[w].stands_for in workloads for w in workloads)
+
+
+def traced_records(wildcards):
+    """Raw records of the study's experiments with count_syscalls: whether strace counted."""
+    experiments = STUDIES[wildcards.study]["experiments"]
+    return raw_records(
+        wildcards.study, {e["name"] for e in experiments if e.get("count_syscalls")}
+    )
+
+
+def verdict_of(wildcards):
+    """A paper study's verdict.json; other studies have none."""
+    if STUDIES[wildcards.study].get("document"):
+        return [f"{OUT}/{wildcards.study}/verdict.json"]
+    return []
 
 
 def study_tiers(study):
@@ -122,7 +186,7 @@ def study_tiers(study):
 
 def study_families(study):
     """Figure families of a study; a study that re-runs a document also gets `paper`."""
-    families = {FIGURE_FAMILY[point.workload] for point in study_points(study)}
+    families = {WORKLOADS[point.workload].family for point in study_points(study)}
     if STUDIES[study].get("document"):
         families.add("paper")
     return sorted(families)
@@ -148,17 +212,33 @@ def experiment_description(point):
     return ""
 
 
-def run_spec(workload):
-    """Input function: the JSON spec a workload runner gets for one job."""
+def job_point(workload):
+    """Param: how a job names its point in the study's plan (workload/experiment/tier/point)."""
 
     @per_job
-    def spec(wildcards):
-        point = point_of(wildcards, workload)
-        return matrix.run_spec(
-            point, TIERS[point.tier], int(wildcards.rep), experiment_description(point)
-        )
+    def point(wildcards):
+        return f"{workload}/{wildcards.experiment}/{wildcards.tier}/{wildcards.point}"
 
-    return spec
+    return point
+
+
+def study_plan(study):
+    """Everything the jobs of a study read from its plan.json (see matrix.study_plan)."""
+    points = study_points(study)
+    tools = {
+        tool.command: [tool.command, *tool.version]
+        for name in sorted({p.workload for p in points})
+        for tool in WORKLOADS[name].tools
+        if tool.version is not None
+    }
+    return matrix.study_plan(
+        STUDIES[study],
+        points,
+        TIERS,
+        machine=MACHINE,
+        safety_factor=config.get("safety_factor", 1.2),
+        tools=tools,
+    )
 
 
 def benchmark_inputs(workload):
@@ -166,7 +246,10 @@ def benchmark_inputs(workload):
 
     @per_job
     def inputs(wildcards):
-        needed = {"preflight": f"results/{wildcards.study}/preflight.json"}
+        needed = {
+            "plan": f"{OUT}/{wildcards.study}/plan.json",
+            "preflight": f"{OUT}/{wildcards.study}/preflight.json",
+        }
         if int(wildcards.rep) > 0 and STUDIES[wildcards.study].get("warmup", True):
             needed["warmup"] = RAW.format(
                 **{**dict(wildcards.items()), "workload": workload, "rep": 0}
@@ -176,38 +259,30 @@ def benchmark_inputs(workload):
     return inputs
 
 
-def preflight_spec(wildcards):
-    """What the preflight must check for a study: its tiers, bytes and tools."""
-    points = study_points(wildcards.study)
-    tiers = {name: TIERS[name] for name in study_tiers(wildcards.study)}
-    return json.dumps(
-        {
-            "study": wildcards.study,
-            "tiers": tiers,
-            "points": [
-                {"workload": p.workload, "tier": p.tier, "params": p.params}
-                for p in points
-            ],
-            "safety_factor": config.get("safety_factor", 1.2),
-        },
-        sort_keys=True,
-    )
-
-
 def report_inputs(studies):
     """Everything the HTML report of some studies is made from."""
     return {
-        "summaries": [f"results/{s}/summary.csv" for s in studies],
-        "results": [f"results/{s}/results.csv" for s in studies],
-        "provenance": [f"results/{s}/provenance/tiers.json" for s in studies],
-        "nodes": [f"results/{s}/provenance/nodes.json" for s in studies],
+        "summaries": [f"{OUT}/{s}/summary.csv" for s in studies],
+        "results": [f"{OUT}/{s}/results.csv" for s in studies],
+        "provenance": [f"{OUT}/{s}/provenance/tiers.json" for s in studies],
+        "plans": [f"{OUT}/{s}/plan.json" for s in studies],
+        # each study's run recorded in the results database (its run id is shown)
+        "runs": [f"{OUT}/{s}/run.json" for s in studies],
+        "preflights": [f"{OUT}/{s}/preflight.json" for s in studies],
+        "nodes": [f"{OUT}/{s}/provenance/nodes.json" for s in studies],
         "figures": [
-            f"results/{s}/figures/{family}"
+            f"{OUT}/{s}/figures/{family}"
             for s in studies
             for family in study_families(s)
         ],
         "verdicts": [
-            f"results/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
+            f"{OUT}/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
+        ],
+        "fidelity": [f"{OUT}/{s}/fidelity.json" for s in studies if holds_a_pair(s)],
+        "repetitions": [
+            f"{OUT}/{s}/repetitions.json"
+            for s in studies
+            if matrix.adaptive(STUDIES[s])
         ],
     }
 
@@ -216,17 +291,13 @@ def study_title(study):
     return STUDIES[study].get("title", study)
 
 
-def point_resource(workload, name, default=1):
-    """Input function: a job resource computed by the workload from its point.
-
-    A workload module may define e.g. ``threads(params)`` or ``tasks(params)``;
-    without it every job gets ``default``.
-    """
+def point_resource(workload, name):
+    """Input function: a job resource (threads, tasks) the workload estimates from its point."""
 
     @per_job
     def resource(wildcards):
         params = point_of(wildcards, workload).params
-        return int(estimate(workload, name, params, default=default))
+        return int(estimate(workload, name, params))
 
     return resource
 
@@ -290,8 +361,8 @@ def bench_mem_mb(workload):
     def mem_mb(wildcards):
         params = point_of(wildcards, workload).params
         return cluster.memory_mb(
-            estimate(workload, "planned_bytes", params) or 0,
-            estimate(workload, "mem_mb", params) or 0,
+            estimate(workload, "planned_bytes", params),
+            estimate(workload, "mem_mb", params),
             node_memory,
         )
 
@@ -364,3 +435,44 @@ def mpi_launcher(wildcards):
 def paper_studies():
     """The document studies whose files are present, in document order."""
     return [study for study in PAPER_STUDIES if study in STUDIES]
+
+
+def benchmark_resources(workload):
+    """Resources of a workload's jobs, under the names snakemake-executor-plugin-slurm reads.
+
+    An MPI workload asks for `tasks` ranks and memory per CPU (so each member
+    of an ensemble gets its share of the allocation) and gets its launcher as
+    the `mpi` resource; any other asks for one node and memory per job.
+    """
+    name = workload.name
+    common = {
+        "bench": bench_slots(name),
+        "runtime": bench_runtime(name),
+        "slurm_partition": SLURM_PARTITION,
+        "slurm_extra": BENCH_SLURM_EXTRA,
+    }
+    if workload.mpi:
+        return {
+            **common,
+            "mpi": mpi_launcher,
+            "tasks": point_resource(name, "tasks"),
+            "cpus_per_task": 1,
+            "mem_mb_per_cpu": bench_mem_mb_per_cpu(name),
+        }
+    return {**common, "mem_mb": bench_mem_mb(name), "nodes": 1}
+
+
+def run_point_command(workload):
+    """The shell command of a benchmark job: one short line, pasteable to re-run it by hand."""
+    launcher = " --launcher {resources.mpi:q}" if workload.mpi else ""
+    return (
+        "python -m tierbench.runner --plan {input.plan} --point {params.point:q}"
+        f" --rep {{wildcards.rep}}{launcher} --out {{output}} 2> {{log}}"
+    )
+
+
+def write_json(data, path):
+    """Write a file of the pipeline's own atomically: a reader never sees half of it."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)

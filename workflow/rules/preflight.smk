@@ -1,41 +1,51 @@
-"""Checks before any benchmark writes a byte, and the provenance of every tier."""
+"""The study's plan, checks before any benchmark writes a byte, and the provenance of every tier."""
+
+
+rule plan:
+    """Tiers and complete parameters of every point: what each job of the study reads."""
+    output:
+        f"{OUT}/{{study}}/plan.json",
+    log:
+        f"{OUT}/{{study}}/logs/plan.log",
+    localrule: True
+    params:
+        plan=lambda wildcards: study_plan(wildcards.study),
+    run:
+        write_json(params.plan, output[0])
 
 
 rule preflight:
     """Tier paths, free space and tools for a study; one message per problem."""
+    input:
+        f"{OUT}/{{study}}/plan.json",
     output:
-        "results/{study}/preflight.json",
+        f"{OUT}/{{study}}/preflight.json",
     log:
-        "results/{study}/logs/preflight.log",
+        f"{OUT}/{{study}}/logs/preflight.log",
     conda:
         "../../envs/python.yaml"
     resources:
         runtime=10,
         mem_mb=1000,
         slurm_partition=SLURM_PARTITION,
-    params:
-        spec=preflight_spec,
     shell:
-        "python -m tierbench.preflight --spec {params.spec:q} --out {output} 2> {log}"
+        "python -m tierbench.preflight --plan {input} --out {output} 2> {log}"
 
 
 rule probe:
     """File system, device, host and tool versions behind each tier of a study."""
     input:
-        "results/{study}/preflight.json",
+        plan=f"{OUT}/{{study}}/plan.json",
+        preflight=f"{OUT}/{{study}}/preflight.json",
     output:
-        "results/{study}/provenance/tiers.json",
+        f"{OUT}/{{study}}/provenance/tiers.json",
     log:
-        "results/{study}/logs/probe.log",
+        f"{OUT}/{{study}}/logs/probe.log",
     conda:
         "../../envs/python.yaml"
     resources:
         runtime=10,
         mem_mb=1000,
         slurm_partition=SLURM_PARTITION,
-    params:
-        tiers=lambda wildcards: json.dumps(
-            {name: TIERS[name] for name in study_tiers(wildcards.study)}
-        ),
     shell:
-        "python -m tierbench.probe --tiers {params.tiers:q} --out {output} 2> {log}"
+        "python -m tierbench.probe --plan {input.plan} --out {output} 2> {log}"

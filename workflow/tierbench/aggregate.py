@@ -21,6 +21,25 @@ import pandas as pd
 from .records import LEADING_COLUMNS, OK, TRAILING_COLUMNS
 
 POINT_KEYS = ["study", "experiment", "workload", "tier", "tier_class", "point"]
+#: where a run's I/O went (tierbench.pagecache), when the runner recorded it
+PAGE_CACHE_COLUMNS = ["page_cache", "page_cache_reason"]
+#: summary.csv's columns after the point's keys and parameters
+STATISTICS = [
+    "metric",
+    "unit",
+    "status",
+    "reason",
+    "n",
+    "median",
+    "mean",
+    "min",
+    "max",
+    "ci_low",
+    "ci_high",
+    "rel_spread",
+    "noisy",
+    "warmup",
+]
 BOOTSTRAP_SAMPLES = 2000
 
 
@@ -47,8 +66,15 @@ def tidy_rows(record: dict) -> list[dict]:
         "started_at": record["started_at"],
         "duration_s": record["duration_s"],
         "slurm_job_id": host.get("slurm_job_id") or "",
+        **_page_cache(record),
     }
     return [{**base, **metric} for metric in record["metrics"]]
+
+
+def _page_cache(record: dict) -> dict:
+    """The run's page-cache verdict as two columns; empty for records without one."""
+    found = record.get("page_cache") or {}
+    return {column: str(found.get(column) or "") for column in PAGE_CACHE_COLUMNS}
 
 
 def load_records(paths: list[str]) -> pd.DataFrame:
@@ -60,10 +86,11 @@ def load_records(paths: list[str]) -> pd.DataFrame:
             raise SystemExit(f"cannot read raw record {path}: {error}") from None
         rows += tidy_rows(record)
     frame = pd.DataFrame(rows)
+    fixed = LEADING_COLUMNS + TRAILING_COLUMNS + PAGE_CACHE_COLUMNS
     if frame.empty:
-        return pd.DataFrame(columns=LEADING_COLUMNS + TRAILING_COLUMNS)
-    params = sorted(set(frame.columns) - set(LEADING_COLUMNS) - set(TRAILING_COLUMNS))
-    return frame[LEADING_COLUMNS + params + TRAILING_COLUMNS]
+        return pd.DataFrame(columns=fixed)
+    params = sorted(set(frame.columns) - set(fixed))
+    return frame[LEADING_COLUMNS + params + TRAILING_COLUMNS + PAGE_CACHE_COLUMNS]
 
 
 def node_provenance(paths: list[str]) -> list[dict]:
@@ -103,7 +130,18 @@ def node_provenance(paths: list[str]) -> list[dict]:
 
 
 def param_columns(frame: pd.DataFrame) -> list[str]:
-    return [c for c in frame.columns if c not in LEADING_COLUMNS and c not in TRAILING_COLUMNS]
+    fixed = set(LEADING_COLUMNS + TRAILING_COLUMNS + PAGE_CACHE_COLUMNS)
+    return [c for c in frame.columns if c not in fixed]
+
+
+def point_page_cache(group: pd.DataFrame) -> dict:
+    """One point's page-cache columns: the runs' value when they agree, else all of them."""
+    out = {}
+    for column in PAGE_CACHE_COLUMNS:
+        values = group[column] if column in group.columns else pd.Series(dtype=str)
+        seen = sorted({str(v) for v in values.fillna("") if str(v)})
+        out[column] = ("; " if column == "page_cache_reason" else ",").join(seen)
+    return out
 
 
 def bootstrap_ci(values: np.ndarray, seed: int = 0) -> tuple[float, float]:
@@ -125,6 +163,7 @@ def summarise(frame: pd.DataFrame, noise_threshold: float) -> pd.DataFrame:
         base = dict(zip(POINT_KEYS, key, strict=True))
         base.update({p: first[p] for p in params})
         base["host"] = ",".join(sorted(set(group["host"].astype(str))))
+        base.update(point_page_cache(group[group["phase"] == "measured"]))
         problems = group[group["status"] != OK]
         measured = group[(group["status"] == OK) & (group["phase"] == "measured")]
         if measured.empty and not problems.empty:
@@ -164,27 +203,7 @@ def summarise(frame: pd.DataFrame, noise_threshold: float) -> pd.DataFrame:
                     "warmup": float(warm.iloc[0]) if len(warm) else np.nan,
                 }
             )
-    columns = (
-        POINT_KEYS
-        + ["host"]
-        + params
-        + [
-            "metric",
-            "unit",
-            "status",
-            "reason",
-            "n",
-            "median",
-            "mean",
-            "min",
-            "max",
-            "ci_low",
-            "ci_high",
-            "rel_spread",
-            "noisy",
-            "warmup",
-        ]
-    )
+    columns = POINT_KEYS + ["host"] + params + STATISTICS + PAGE_CACHE_COLUMNS
     return pd.DataFrame(out, columns=columns)
 
 

@@ -1,8 +1,12 @@
 """Run one repetition of one point and write its raw JSON record.
 
-Every workload module exposes ``run(job: Job) -> list[dict]`` (metric dicts
-from :mod:`tierbench.records`) and calls :func:`main` from its ``__main__``
-block. The runner owns what all workloads share: the run folder on the tier,
+Every workload declares ``run(job: Job) -> list[dict]`` (metric dicts from
+:mod:`tierbench.records`) in its registry entry; a job is
+
+    python -m tierbench.runner --plan <study>/plan.json --point fio/worst_case/shm/single \
+        --rep 1 --out rep1.json
+
+The runner owns what all workloads share: the run folder on the tier,
 the probe of the node the job runs on, timing, and turning expected failures
 (not applicable, skipped, tier full) into records a reader sees in the report
 instead of a failed job.
@@ -20,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cluster, mounts, probe
-from .errors import PointFailed, PointNotApplicable, PointSkipped
+from . import cluster, mounts, pagecache, probe
+from .errors import ConfigError, PointFailed, PointNotApplicable, PointSkipped
+from .matrix import plan_spec
 from .records import FAILED, NOT_APPLICABLE, SKIPPED, no_value, utc_now
 from .rundir import RunFolder, sweep_stale
+from .workloads import get
 
 
 @dataclass
@@ -51,6 +57,15 @@ class Job:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def _run(job: Job, run: Callable[[Job], list[dict]]) -> list[dict]:
+    """The workload's run, with its system calls counted when the experiment asks for it."""
+    if not job.spec.get("count_syscalls"):
+        return run(job)
+    from . import syscalls
+
+    return syscalls.counted(job, run)
+
+
 def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
     """Run one job; returns the raw record (spec, context, metrics, timing)."""
     label = f"{spec['experiment']}-{spec['tier']}-rep{spec['repetition']}"
@@ -64,7 +79,7 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
         if wrong_partition:
             raise PointFailed(wrong_partition)
         if spec["tier_class"] == "void":
-            metrics = run(job)
+            metrics = _run(job, run)
         elif spec.get("backing_path"):
             # a view of another tier (bindfs, mount --bind): mounted for this job only
             for stale in mounts.sweep_stale_mounts(spec["tier_path"]):
@@ -76,7 +91,7 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
                 job.folder = folder
                 job.extra["mount"] = folder.record
                 job.log(f"run folder {folder.path}, mounted from {folder.record['backing_folder']}")
-                metrics = run(job)
+                metrics = _run(job, run)
         else:
             # A run killed earlier (SIGKILL, node failure) left its folder; a re-run
             # does not repeat the preflight, so every job sweeps its tier first.
@@ -85,7 +100,7 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
             with RunFolder(spec["tier_path"], label) as folder:
                 job.folder = folder
                 job.log(f"run folder {folder.path}")
-                metrics = run(job)
+                metrics = _run(job, run)
     except PointNotApplicable as error:
         metrics = [no_value(NOT_APPLICABLE, str(error))]
     except PointSkipped as error:
@@ -106,19 +121,47 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
         "duration_s": round(time.perf_counter() - start, 6),
         "metrics": metrics,
         "extra": job.extra,
+        # could what it measured have stayed in the page cache instead of reaching the device?
+        "page_cache": pagecache.for_spec(spec),
     }
 
 
-def main(run: Callable[[Job], list[dict]], argv: list[str] | None = None) -> int:
+def load_spec(args: argparse.Namespace) -> dict:
+    if args.spec is not None:
+        return json.loads(args.spec)
+    try:
+        plan = json.loads(Path(args.plan).read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"cannot read the plan {args.plan}: {error}") from None
+    return plan_spec(plan, args.point, args.rep)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one repetition of one tierbench point.")
-    parser.add_argument("--spec", required=True, help="the point as JSON (from the pipeline)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--plan", help="the study's plan.json (from the pipeline)")
+    source.add_argument("--spec", help="instead of --plan and --point: the whole spec as JSON")
+    parser.add_argument("--point", help="workload/experiment/tier/point, a key of the plan")
+    parser.add_argument("--rep", type=int, default=1, help="repetition (0 is the warm-up)")
+    parser.add_argument("--launcher", help="MPI launcher of an MPI workload (mpiexec, srun ...)")
     parser.add_argument("--out", required=True, help="raw JSON record to write")
     args = parser.parse_args(argv)
-    spec = json.loads(args.spec)
-    record = run_job(spec, run)
+    if args.plan and not args.point:
+        parser.error("--plan needs --point")
+    try:
+        spec = load_spec(args)
+    except ConfigError as error:
+        raise SystemExit(str(error)) from None
+    if args.launcher:
+        spec["launcher"] = args.launcher
+    record = run_job(spec, get(spec["workload"]).run)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     tmp.replace(out)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Each finished study run goes into the one results database (results/tierbench.sqlite)."""
+
+
+localrules:
+    record_run,
+
+
+rule record_run:
+    """Append the study's run (or replace it, when re-run) in the results database.
+
+    The database is not an output: it is shared by every machine and study,
+    and the append is one transaction that waits for other writers.
+    {OUT}/{study}/run.json says what was recorded, and lets a rebuild from
+    the raw records restore the scale, commit and executor.
+    """
+    input:
+        raw=study_records,
+        results=f"{OUT}/{{study}}/results.csv",
+        summary=f"{OUT}/{{study}}/summary.csv",
+        tiers=f"{OUT}/{{study}}/provenance/tiers.json",
+        nodes=f"{OUT}/{{study}}/provenance/nodes.json",
+        verdict=verdict_of,
+    output:
+        f"{OUT}/{{study}}/run.json",
+    log:
+        f"{OUT}/{{study}}/logs/record_run.log",
+    conda:
+        "../../envs/python.yaml"
+    params:
+        db=DATABASE,
+        machine=MACHINE,
+        scale=config["scale"],
+        noise=config.get("noise_threshold", 0.25),
+        executor=lambda wildcards: executor_name() or "local",
+        verdict=lambda wildcards, input: (
+            f"--verdict {input.verdict}" if input.verdict else ""
+        ),
+    shell:
+        "python -m tierbench.resultsdb append --db {params.db} --machine {params.machine}"
+        " --study {wildcards.study} --scale {params.scale} --executor {params.executor}"
+        " --noise-threshold {params.noise} --results {input.results}"
+        " --summary {input.summary} {params.verdict} --provenance {input.tiers}"
+        " --nodes {input.nodes} --out {output} {input.raw} 2> {log}"

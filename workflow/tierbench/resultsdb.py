@@ -1,0 +1,759 @@
+"""One results database for every machine and run: append, rebuild, list, export, import.
+
+Each finished study run is appended to ``results/tierbench.sqlite`` (SQLite,
+WAL journal): the run's identity and provenance, the tidy measured values
+(results.csv), the summary rows with status and reason (summary.csv), the
+verdicts and the raw JSON records themselves, so an export carries
+everything and the database can be rebuilt from the raw records on disk.
+
+A run id is a hash of the machine, the study and the raw records' start
+times and specs: appending the same run again replaces it, and a run that
+shares any raw record with an earlier run of the same machine and study
+(a re-run job, a partly re-measured study) supersedes it, in one transaction.
+Writers take the write lock up front (``BEGIN IMMEDIATE``) and wait for each
+other (busy timeout), so two studies finishing at once both land.
+
+SQLite's WAL needs every writer on one host: keep the database on a local
+or single-host file system, not one written from several nodes at once
+(NFS, Lustre). The pipeline records runs from the host Snakemake runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import aggregate
+from .records import LEADING_COLUMNS, TRAILING_COLUMNS, utc_now
+
+SCHEMA_VERSION = 1
+EXPORT_FORMAT = "tierbench-results-export"
+EXPORT_VERSION = 1
+BUSY_TIMEOUT_S = 120.0
+REPO = Path(__file__).resolve().parents[2]
+
+RUN_COLUMNS = [
+    "run_id",
+    "machine",
+    "study",
+    "scale",
+    "git_commit",
+    "config_hash",
+    "tool_versions",
+    "started",
+    "finished",
+    "executor",
+    "noise_threshold",
+    "records",
+    "recorded_at",
+]
+POINT_COLUMNS = ["experiment", "workload", "tier", "tier_class", "host", "point", "params"]
+MEASUREMENT_COLUMNS = (
+    POINT_COLUMNS
+    + [c for c in TRAILING_COLUMNS if c not in ("study",)]
+    + aggregate.PAGE_CACHE_COLUMNS
+)
+SUMMARY_COLUMNS = POINT_COLUMNS + aggregate.STATISTICS + aggregate.PAGE_CACHE_COLUMNS
+VERDICT_COLUMNS = ["document", "position", "lesson", "status", "text", "low", "high", "data"]
+PROVENANCE_COLUMNS = ["name", "data"]
+RAW_COLUMNS = ["key", "path", "record"]
+#: table -> its columns after run_id, in order
+TABLES = {
+    "measurements": MEASUREMENT_COLUMNS,
+    "summary": SUMMARY_COLUMNS,
+    "verdicts": VERDICT_COLUMNS,
+    "provenance": PROVENANCE_COLUMNS,
+    "raw": RAW_COLUMNS,
+}
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY, machine TEXT NOT NULL, study TEXT NOT NULL, scale TEXT,
+  git_commit TEXT, config_hash TEXT, tool_versions TEXT, started TEXT, finished TEXT,
+  executor TEXT, noise_threshold REAL, records INTEGER, recorded_at TEXT);
+CREATE INDEX IF NOT EXISTS runs_machine ON runs (machine, study, started);
+CREATE TABLE IF NOT EXISTS measurements (run_id TEXT NOT NULL, {", ".join(MEASUREMENT_COLUMNS)});
+CREATE INDEX IF NOT EXISTS measurements_run ON measurements (run_id);
+CREATE TABLE IF NOT EXISTS summary (run_id TEXT NOT NULL, {", ".join(SUMMARY_COLUMNS)});
+CREATE INDEX IF NOT EXISTS summary_run ON summary (run_id);
+CREATE TABLE IF NOT EXISTS verdicts (run_id TEXT NOT NULL, {", ".join(VERDICT_COLUMNS)});
+CREATE INDEX IF NOT EXISTS verdicts_run ON verdicts (run_id);
+CREATE TABLE IF NOT EXISTS provenance (run_id TEXT NOT NULL, name TEXT, data TEXT);
+CREATE INDEX IF NOT EXISTS provenance_run ON provenance (run_id);
+CREATE TABLE IF NOT EXISTS raw (run_id TEXT NOT NULL, key TEXT, path TEXT, record BLOB);
+CREATE INDEX IF NOT EXISTS raw_run ON raw (run_id);
+CREATE INDEX IF NOT EXISTS raw_key ON raw (key);
+"""
+
+
+class ResultsError(Exception):
+    """A problem the user must fix, said in one line (the CLI exits 2)."""
+
+
+# --- values: one spelling whether they come from JSON, a DataFrame or a CSV ---------
+
+
+def canon(value):
+    """The database spelling of a cell: None for missing, numbers as numbers.
+
+    A CSV read back turns "" into NaN, "42" into 42 and 4096.0 into 4096; the
+    same value from a raw record or a DataFrame must be stored the same way,
+    so appends (from the CSVs) and rebuilds (from the records) agree.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if text in ("", "nan", "NaN"):
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return canon(float(text))
+    except ValueError:
+        return text
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def frame_rows(frame: pd.DataFrame, columns: list[str]) -> list[tuple]:
+    """Rows of results.csv or summary.csv as database rows; parameters go into one JSON cell."""
+    skip = set(LEADING_COLUMNS) | set(TRAILING_COLUMNS) | set(SUMMARY_COLUMNS) | {"study"}
+    params = [c for c in frame.columns if c not in skip]
+    rows = []
+    for record in frame.to_dict("records"):
+        cells = {key: canon(record.get(key)) for key in columns if key != "params"}
+        values = {key: canon(record[key]) for key in params}
+        cells["params"] = _json({k: v for k, v in values.items() if v is not None})
+        rows.append(tuple(cells[key] for key in columns))
+    return rows
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """A study's CSV with floats exactly as written (the rebuild must give the same numbers)."""
+    try:
+        return pd.read_csv(path)  # pandas 3 parses floats exactly (round trip) by default
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"cannot read {path}: {error}") from None
+
+
+def read_json(path: str | Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"cannot read {path}: {error}") from None
+
+
+# --- what a run is -----------------------------------------------------------------
+
+
+def record_key(record: dict) -> str:
+    """A raw record's identity: when it started and what it measured."""
+    return hashlib.sha256(
+        _json({"started_at": record.get("started_at"), "spec": record.get("spec")}).encode()
+    ).hexdigest()[:20]
+
+
+def run_id_of(machine: str, study: str, keys: list[str]) -> str:
+    """Deterministic: the same records of the same machine and study give the same id."""
+    text = "\0".join([machine, study, *sorted(keys)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def config_hash(records: list[dict]) -> str:
+    """Hash of the points as configured (each spec without repetition and phase)."""
+    specs = {
+        _json({k: v for k, v in r["spec"].items() if k not in ("repetition", "phase")})
+        for r in records
+    }
+    return hashlib.sha256("\n".join(sorted(specs)).encode()).hexdigest()[:16]
+
+
+def raw_path(spec: dict) -> str:
+    """Where a record lives under its study folder, whatever path it was read from."""
+    return "raw/{workload}/{experiment}/{tier}/{point}/rep{repetition}.json".format(**spec)
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, with ``-dirty`` when tracked files differ from it."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _finished(record: dict) -> str:
+    started = pd.Timestamp(record["started_at"])
+    return (started + pd.Timedelta(seconds=float(record.get("duration_s") or 0))).isoformat()
+
+
+def _executor(executor: str | None, records: list[dict]) -> str:
+    """'slurm' or 'local': what the pipeline said, else whether the jobs had Slurm job ids."""
+    if executor:
+        return "slurm" if executor.startswith("slurm") else "local"
+    ids = [r.get("context", {}).get("host", {}).get("slurm_job_id") for r in records]
+    return "slurm" if any(ids) else "local"
+
+
+def verdict_rows(verdict_doc: dict | None) -> list[tuple]:
+    """verdict.json as rows; keys beyond lesson/status/text (intervals...) are kept in `data`."""
+    if not verdict_doc:
+        return []
+    document = verdict_doc.get("document")
+    rows = []
+    for position, verdict in enumerate(verdict_doc.get("verdicts", [])):
+        low, high = verdict.get("low"), verdict.get("high")
+        rows.append(
+            (
+                document,
+                position,
+                verdict.get("lesson"),
+                verdict.get("status"),
+                verdict.get("text"),
+                canon(low) if isinstance(low, (int, float)) else None,
+                canon(high) if isinstance(high, (int, float)) else None,
+                _json(verdict),
+            )
+        )
+    return rows
+
+
+def build_run(
+    machine: str,
+    study: str,
+    records: list[dict],
+    results: pd.DataFrame,
+    summary: pd.DataFrame,
+    tiers: dict | None,
+    nodes: list | None,
+    verdict: dict | None,
+    *,
+    scale: str | None = None,
+    executor: str | None = None,
+    commit: str | None = None,
+    noise_threshold: float | None = None,
+    recorded_at: str | None = None,
+) -> dict:
+    """Everything the database holds of one run, as table -> rows (the export's shape too)."""
+    if not records:
+        raise ResultsError(f"study {study} of machine {machine}: no raw records to record")
+    keys = [record_key(r) for r in records]
+    run_id = run_id_of(machine, study, keys)
+    tiers = tiers or {}
+    run = {
+        "run_id": run_id,
+        "machine": machine,
+        "study": study,
+        "scale": scale,
+        "git_commit": commit,
+        "config_hash": config_hash(records),
+        "tool_versions": _json(tiers.get("tools", {})),
+        "started": min(r["started_at"] for r in records),
+        "finished": max(_finished(r) for r in records),
+        "executor": _executor(executor, records),
+        "noise_threshold": noise_threshold,
+        "records": len(records),
+        "recorded_at": recorded_at or utc_now(),
+    }
+    raw = sorted((key, raw_path(r["spec"]), _json(r)) for key, r in zip(keys, records, strict=True))
+    return {
+        "run": run,
+        "measurements": frame_rows(results, MEASUREMENT_COLUMNS),
+        "summary": frame_rows(summary, SUMMARY_COLUMNS),
+        "verdicts": verdict_rows(verdict),
+        "provenance": [("tiers", _json(tiers)), ("nodes", _json(nodes or []))],
+        "raw": raw,
+    }
+
+
+# --- the database ------------------------------------------------------------------
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (creating if needed) the database in WAL mode, waiting for other writers."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    for attempt in range(50):  # switching to WAL needs a moment alone with the file
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == 49:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    if mode.lower() != "wal":
+        raise ResultsError(f"{path}: the file system refused SQLite's WAL journal ({mode})")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    with transaction(conn):
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if found is None:
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(found[0]) != SCHEMA_VERSION:
+            raise ResultsError(
+                f"{path} has schema version {found[0]}, this tierbench reads {SCHEMA_VERSION}: "
+                "rebuild it with `python -m tierbench.resultsdb rebuild`"
+            )
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection):
+    """BEGIN IMMEDIATE: take the write lock first, so no reader upgrades into a deadlock."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _delete_runs(conn: sqlite3.Connection, run_ids: list[str]) -> None:
+    for table in [*TABLES, "runs"]:
+        conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
+
+
+def superseded_runs(conn: sqlite3.Connection, run: dict, keys: list[str]) -> list[str]:
+    """Runs this one replaces: itself, and runs of its machine and study sharing a raw record."""
+    found = conn.execute(
+        "SELECT DISTINCT raw.run_id FROM raw JOIN runs USING (run_id)"
+        " WHERE runs.machine = ? AND runs.study = ?"
+        " AND raw.key IN (SELECT value FROM json_each(?))",
+        (run["machine"], run["study"], json.dumps(keys)),
+    ).fetchall()
+    return sorted({run["run_id"], *(row[0] for row in found)})
+
+
+def store(conn: sqlite3.Connection, payload: dict) -> list[str]:
+    """Write one run (inside the caller's transaction); returns the run ids it replaced."""
+    run = payload["run"]
+    keys = [row[0] for row in payload["raw"]]
+    replaced = superseded_runs(conn, run, keys)
+    _delete_runs(conn, replaced)
+    conn.execute(
+        f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+        [run[c] for c in RUN_COLUMNS],
+    )
+    for table, columns in TABLES.items():
+        rows = payload[table]
+        if table == "raw":
+            rows = [(k, p, zlib.compress(r.encode(), 6)) for k, p, r in rows]
+        conn.executemany(
+            f"INSERT INTO {table} (run_id, {', '.join(columns)}) VALUES (?{', ?' * len(columns)})",
+            [(run["run_id"], *row) for row in rows],
+        )
+    return [r for r in replaced if r != run["run_id"]]
+
+
+def load_run(conn: sqlite3.Connection, run_id: str) -> dict:
+    """One run back out of the database, in the shape build_run makes (for export)."""
+    row = conn.execute(
+        f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise ResultsError(f"no run {run_id} in the database")
+    payload = {"run": dict(zip(RUN_COLUMNS, row, strict=True))}
+    for table, columns in TABLES.items():
+        rows = conn.execute(
+            f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ? ORDER BY rowid", (run_id,)
+        ).fetchall()
+        if table == "raw":
+            rows = [(k, p, zlib.decompress(r).decode()) for k, p, r in rows]
+        payload[table] = [tuple(r) for r in rows]
+    return payload
+
+
+def runs(conn: sqlite3.Connection, machine: str | None = None) -> list[dict]:
+    where, args = ("WHERE machine = ?", (machine,)) if machine else ("", ())
+    rows = conn.execute(
+        f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY machine, study, started",
+        args,
+    ).fetchall()
+    return [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows]
+
+
+# --- append: the pipeline's record_run ---------------------------------------------
+
+
+def load_raw(paths: list[str]) -> list[dict]:
+    return [read_json(p) for p in paths]
+
+
+def append(
+    db: str | Path,
+    machine: str,
+    study: str,
+    raw: list[str],
+    results: str | Path,
+    summary: str | Path,
+    provenance: str | Path | None,
+    nodes: str | Path | None = None,
+    verdict: str | Path | None = None,
+    **meta,
+) -> dict:
+    """Record one finished study run; returns its run table row."""
+    records = load_raw(raw)
+    payload = build_run(
+        machine,
+        study,
+        records,
+        read_csv(results),
+        read_csv(summary),
+        read_json(provenance) if provenance else None,
+        read_json(nodes) if nodes else aggregate.node_provenance(raw),
+        read_json(verdict) if verdict else None,
+        **meta,
+    )
+    conn = connect(db)
+    try:
+        with transaction(conn):
+            replaced = store(conn, payload)
+    finally:
+        conn.close()
+    return {**payload["run"], "replaced": replaced}
+
+
+# --- rebuild from the raw records on disk ------------------------------------------
+
+
+def study_dirs(results_dir: Path) -> list[Path]:
+    """results/<machine>/<study>/ folders that hold raw records."""
+    return sorted(p.parent for p in results_dir.glob("*/*/raw") if p.is_dir())
+
+
+def rebuild_payload(study_dir: Path, default_noise: float = 0.25) -> dict:
+    """A run from its raw records, re-aggregated; run.json (if any) gives scale and commit."""
+    paths = sorted(str(p) for p in (study_dir / "raw").rglob("rep*.json"))
+    records = load_raw(paths)
+    meta = read_json(study_dir / "run.json") if (study_dir / "run.json").is_file() else {}
+    noise = meta.get("noise_threshold")
+    noise = default_noise if noise is None else noise
+    frame = aggregate.load_records(paths)
+    tiers_path = study_dir / "provenance" / "tiers.json"
+    verdict_path = study_dir / "verdict.json"
+    return build_run(
+        study_dir.parent.name,
+        study_dir.name,
+        records,
+        frame,
+        aggregate.summarise(frame, noise),
+        read_json(tiers_path) if tiers_path.is_file() else None,
+        aggregate.node_provenance(paths),
+        read_json(verdict_path) if verdict_path.is_file() else None,
+        scale=meta.get("scale"),
+        executor=meta.get("executor"),
+        commit=meta.get("git_commit"),
+        noise_threshold=meta.get("noise_threshold"),
+        recorded_at=meta.get("recorded_at"),
+    )
+
+
+def _remove_journal(db: Path) -> None:
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def rebuild(results_dir: Path, db: Path, keep_others: bool = True) -> tuple[int, int]:
+    """A new database from the raw records under results_dir; returns (rebuilt, carried over).
+
+    Runs of the old database whose records are no longer on disk (older runs,
+    imported runs) are carried over unless keep_others is False. Do not run it
+    while a study is being recorded: the file is replaced at the end.
+    """
+    payloads = [rebuild_payload(d) for d in study_dirs(results_dir)]
+    carried = []
+    if keep_others and db.is_file():
+        try:
+            old = connect(db)
+            try:
+                new_ids = {p["run"]["run_id"] for p in payloads}
+                carried = [load_run(old, r["run_id"]) for r in runs(old)]
+                carried = [p for p in carried if p["run"]["run_id"] not in new_ids]
+            finally:
+                old.close()
+        except (sqlite3.DatabaseError, ResultsError) as error:
+            print(f"old database not read ({error}); rebuilding from disk only", file=sys.stderr)
+            carried = []
+    tmp = db.with_name(f"{db.name}.rebuild-{os.getpid()}")
+    _remove_journal(tmp)
+    tmp.unlink(missing_ok=True)
+    conn = connect(tmp)
+    try:
+        with transaction(conn):
+            for payload in carried + payloads:  # what is on disk wins
+                store(conn, payload)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    _remove_journal(tmp)
+    _remove_journal(db)
+    os.replace(tmp, db)
+    return len(payloads), len(carried)
+
+
+# --- export and import -------------------------------------------------------------
+
+
+def export(conn: sqlite3.Connection, out: Path, machine: str, run_id: str | None = None) -> int:
+    """One gzip'd JSON file with a machine's runs (or one run); returns how many runs."""
+    chosen = [r["run_id"] for r in runs(conn, machine)]
+    if not chosen:
+        known = ", ".join(sorted({r["machine"] for r in runs(conn)})) or "none"
+        raise ResultsError(f"no runs of machine {machine!r} in the database (machines: {known})")
+    if run_id is not None:
+        matches = [r for r in chosen if r.startswith(run_id)]
+        if len(matches) != 1:
+            raise ResultsError(
+                f"machine {machine} has no run {run_id!r} (runs: {', '.join(chosen)})"
+            )
+        chosen = matches
+    body = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": utc_now(),
+        "machine": machine,
+        "runs": [_export_run(load_run(conn, r)) for r in chosen],
+    }
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        json.dump(body, handle, separators=(",", ":"))
+    os.replace(tmp, out)
+    return len(chosen)
+
+
+def _export_run(payload: dict) -> dict:
+    out = {"run": payload["run"]}
+    for table, columns in TABLES.items():
+        rows = payload[table]
+        if table == "raw":  # readable records, not strings of JSON
+            rows = [(k, p, json.loads(r)) for k, p, r in rows]
+        out[table] = {"columns": columns, "rows": [list(r) for r in rows]}
+    return out
+
+
+def read_export(path: Path) -> list[dict]:
+    """Parse and check an export completely before anything is written."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            body = json.load(handle)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    except (OSError, EOFError, zlib.error, ValueError) as error:
+        raise ResultsError(
+            f"{path} is not a readable tierbench export (corrupt or truncated: {error})"
+        ) from None
+    if not isinstance(body, dict) or body.get("format") != EXPORT_FORMAT:
+        raise ResultsError(f"{path} is not a tierbench export (no '{EXPORT_FORMAT}' marker)")
+    if body.get("version") != EXPORT_VERSION:
+        raise ResultsError(
+            f"{path} is export version {body.get('version')}; this tierbench reads "
+            f"version {EXPORT_VERSION}"
+        )
+    try:
+        return [_import_run(entry) for entry in body["runs"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise ResultsError(f"{path}: malformed run in the export ({error!r})") from None
+
+
+def _import_run(entry: dict) -> dict:
+    run = {key: entry["run"][key] for key in RUN_COLUMNS}
+    payload = {"run": run}
+    for table, columns in TABLES.items():
+        if entry[table]["columns"] != columns:
+            raise ValueError(f"table {table} has columns {entry[table]['columns']}")
+        rows = [tuple(r) for r in entry[table]["rows"]]
+        if any(len(r) != len(columns) for r in rows):
+            raise ValueError(f"table {table} has a row of the wrong length")
+        if table == "raw":
+            rows = [(k, p, _json(r)) for k, p, r in rows]
+        payload[table] = rows
+    keys = [row[0] for row in payload["raw"]]
+    if run_id_of(run["machine"], run["study"], keys) != run["run_id"]:
+        raise ValueError(f"run {run['run_id']} does not match its raw records")
+    return payload
+
+
+def import_file(conn: sqlite3.Connection, path: Path) -> list[dict]:
+    """Merge an export into the database, all runs in one transaction."""
+    payloads = read_export(path)
+    with transaction(conn):
+        for payload in payloads:
+            store(conn, payload)
+    return [p["run"] for p in payloads]
+
+
+# --- command line ------------------------------------------------------------------
+
+
+def _summary_line(run: dict) -> str:
+    return (
+        f"{run['run_id']}  {run['machine']:<16} {run['study']:<16} "
+        f"scale={run['scale'] or '-':<8} {run['executor']:<5} {run['records']:>5} records  "
+        f"{run['started']} .. {run['finished']}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    add = commands.add_parser("append", help="record one finished study run")
+    add.add_argument("--db", default="results/tierbench.sqlite")
+    add.add_argument("--machine", required=True)
+    add.add_argument("--study", required=True)
+    add.add_argument("--scale")
+    add.add_argument("--executor", help="the Snakemake executor (slurm, local, ...)")
+    add.add_argument("--noise-threshold", type=float, default=0.25)
+    add.add_argument("--results", required=True)
+    add.add_argument("--summary", required=True)
+    add.add_argument("--verdict")
+    add.add_argument("--provenance", required=True, help="provenance/tiers.json")
+    add.add_argument("--nodes", help="provenance/nodes.json")
+    add.add_argument("--out", required=True, help="<study>/run.json: what was recorded")
+    add.add_argument("raw", nargs="+")
+    again = commands.add_parser("rebuild", help="a new database from the raw records")
+    again.add_argument("--results-dir", default="results")
+    again.add_argument("--db", help="default: <results-dir>/tierbench.sqlite")
+    again.add_argument("--fresh", action="store_true", help="drop runs not on disk")
+    show = commands.add_parser("list", help="the recorded runs, one line each")
+    show.add_argument("--db", default="results/tierbench.sqlite")
+    show.add_argument("--machine")
+    out = commands.add_parser("export", help="a machine's runs in one file")
+    out.add_argument("--db", default="results/tierbench.sqlite")
+    out.add_argument("--machine", required=True)
+    out.add_argument("--run", help="only this run id (or a unique prefix)")
+    out.add_argument("--out", required=True)
+    into = commands.add_parser("import", help="merge an export into the database")
+    into.add_argument("--db", default="results/tierbench.sqlite")
+    into.add_argument("file")
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ResultsError as error:
+        print(f"tierbench: {error}", file=sys.stderr)
+        return 2
+
+
+def _cmd_append(args) -> int:
+    run = append(
+        args.db,
+        args.machine,
+        args.study,
+        args.raw,
+        args.results,
+        args.summary,
+        args.provenance,
+        nodes=args.nodes,
+        verdict=args.verdict,
+        scale=args.scale,
+        executor=args.executor,
+        commit=git_commit(),
+        noise_threshold=args.noise_threshold,
+    )
+    Path(args.out).write_text(json.dumps({**run, "database": str(args.db)}, indent=1) + "\n")
+    replaced = f"; replaced {', '.join(run['replaced'])}" if run["replaced"] else ""
+    print(f"recorded {_summary_line(run)} in {args.db}{replaced}", file=sys.stderr)
+    return 0
+
+
+def _existing(db: str) -> sqlite3.Connection:
+    if not Path(db).is_file():
+        raise ResultsError(f"no results database at {db} (a finished study run creates it)")
+    return connect(db)
+
+
+def _cmd_rebuild(args) -> int:
+    results_dir = Path(args.results_dir)
+    if not results_dir.is_dir():
+        raise ResultsError(f"no results folder {results_dir}")
+    db = Path(args.db) if args.db else results_dir / "tierbench.sqlite"
+    rebuilt, carried = rebuild(results_dir, db, keep_others=not args.fresh)
+    print(f"rebuilt {db}: {rebuilt} runs from raw records, {carried} carried over", file=sys.stderr)
+    return 0
+
+
+def _cmd_list(args) -> int:
+    conn = _existing(args.db)
+    try:
+        for run in runs(conn, args.machine):
+            print(_summary_line(run))
+    finally:
+        conn.close()
+    return 0
+
+
+def _cmd_export(args) -> int:
+    conn = _existing(args.db)
+    try:
+        count = export(conn, Path(args.out), args.machine, args.run)
+    finally:
+        conn.close()
+    print(f"exported {count} runs of {args.machine} to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_import(args) -> int:
+    read_export(Path(args.file))  # refuse a bad file before the database is even created
+    conn = connect(args.db)
+    try:
+        imported = import_file(conn, Path(args.file))
+    finally:
+        conn.close()
+    for run in imported:
+        print(f"imported {_summary_line(run)}", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {
+    "append": _cmd_append,
+    "rebuild": _cmd_rebuild,
+    "list": _cmd_list,
+    "export": _cmd_export,
+    "import": _cmd_import,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
