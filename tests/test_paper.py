@@ -19,11 +19,11 @@ def test_paper_dry_run_lists_every_study(pipeline, scale):
     done = pipeline("-n", "paper", "--config", f"scale={scale}")
     output = done.stdout
     for study in STUDIES:
-        raw = set(re.findall(rf"results/{study}/raw/(\w+)/", output))
+        raw = set(re.findall(rf"results/testbox/{study}/raw/(\w+)/", output))
         assert raw >= WORKLOADS[study], (study, raw)
-        assert f"results/{study}/verdict.json" in output
-        assert f"results/{study}/figures/paper" in output
-    assert "results/paper.html" in output
+        assert f"results/testbox/{study}/verdict.json" in output
+        assert f"results/testbox/{study}/figures/paper" in output
+    assert "results/testbox/paper.html" in output
 
 
 def test_each_study_file_runs_alone(pipeline):
@@ -31,5 +31,5 @@ def test_each_study_file_runs_alone(pipeline):
         done = pipeline(
             "-n", "--configfile", f"config/studies/{study}.yaml", "--config", "scale=smoke"
         )
-        assert f"results/{study}/verdict.json" in done.stdout
-        assert "results/report.html" in done.stdout
+        assert f"results/testbox/{study}/verdict.json" in done.stdout
+        assert "results/testbox/report.html" in done.stdout

@@ -1,68 +1,93 @@
 """Re-run the five documents' studies: published numbers beside ours, a verdict per lesson."""
 
 
-rule verdict:
-    """Each lesson of the study's document, tested on this run's medians."""
+checkpoint extra_repetitions:
+    """After the first round of a study with a repetition range: the points an undecided
+    lesson rests on, and the repetitions they get (tierbench.adaptive)."""
     input:
-        summary="results/{study}/summary.csv",
+        lambda wildcards: raw_records(wildcards.study),
+    output:
+        f"{OUT}/{{study}}/repetitions.json",
+    log:
+        f"{OUT}/{{study}}/logs/extra_repetitions.log",
+    localrule: True
+    conda:
+        "../../envs/python.yaml"
+    params:
+        document=lambda wildcards: STUDIES[wildcards.study]["document"],
+        most=lambda wildcards: matrix.repetition_bounds(STUDIES[wildcards.study])[1],
+    shell:
+        "python -m tierbench.adaptive --document {params.document} --max {params.most}"
+        " --out {output} {input} 2> {log}"
+
+
+rule verdict:
+    """Each lesson of the study's document, decided on the interval of the ratio it rests on."""
+    input:
+        summary=f"{OUT}/{{study}}/summary.csv",
+        results=f"{OUT}/{{study}}/results.csv",
         reference=REFERENCE_CSVS,
     output:
-        "results/{study}/verdict.json",
+        f"{OUT}/{{study}}/verdict.json",
     log:
-        "results/{study}/logs/verdict.log",
+        f"{OUT}/{{study}}/logs/verdict.log",
     conda:
         "../../envs/python.yaml"
     params:
         document=lambda wildcards: STUDIES[wildcards.study]["document"],
     shell:
         "python -m tierbench.verdicts --document {params.document}"
-        " --summary {input.summary} --out {output} 2> {log}"
+        " --summary {input.summary} --results {input.results} --out {output} 2> {log}"
 
 
 rule paper_figures:
     """The published figure re-plotted and normalised, next to this run's ratios."""
     input:
-        verdict="results/{study}/verdict.json",
+        verdict=f"{OUT}/{{study}}/verdict.json",
         notebook=str(BASE / "notebooks/paper.ipynb"),
         reference=REFERENCE_CSVS,
     output:
         figures=report(
-            directory("results/{study}/figures/paper"),
+            directory(f"{OUT}/{{study}}/figures/paper"),
             patterns=["{name}.png"],
             category="Paper figures",
             subcategory="{study}",
             caption="../report/figure.rst",
         ),
-        notebook="results/{study}/notebooks/paper.ipynb",
+        notebook=f"{OUT}/{{study}}/notebooks/paper.ipynb",
     log:
-        "results/{study}/logs/figures_paper.log",
+        f"{OUT}/{{study}}/logs/figures_paper.log",
     conda:
         "../../envs/python.yaml"
+    params:
+        reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
     shell:
         "papermill {input.notebook} {output.notebook} -k python3 --log-output"
         " -p verdict_json {input.verdict} -p out_dir {output.figures}"
-        " -p study {wildcards.study} > {log} 2>&1"
+        " -p study {wildcards.study} -p reference_csvs {params.reference_dir}"
+        " > {log} 2>&1"
 
 
 ruleorder: paper_figures > figures
 
 
 rule paper:
-    """results/paper.html: the five document studies, each with its verdicts."""
+    """results/<machine>/paper.html: the five document studies, each with its verdicts."""
     input:
         **report_inputs(paper_studies()),
     output:
-        "results/paper.html",
+        f"{OUT}/paper.html",
     log:
-        "results/logs/paper.log",
+        f"{OUT}/logs/paper.log",
     conda:
         "../../envs/python.yaml"
     params:
+        results_dir=lambda wildcards, output: os.path.dirname(output[0]),
         studies=" ".join(paper_studies()),
         titles=lambda wildcards: json.dumps(
             {s: study_title(s) for s in paper_studies()}
         ),
         scale=config["scale"],
     shell:
-        "python -m tierbench.report --results-dir results --studies {params.studies}"
+        "python -m tierbench.report --results-dir {params.results_dir} --studies {params.studies}"
         " --titles {params.titles:q} --scale {params.scale} --out {output} 2> {log}"

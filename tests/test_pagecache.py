@@ -1,0 +1,165 @@
+"""Page-cache validity of a point: could what it measured have stayed in memory?"""
+
+import json
+
+import pytest
+from tierbench import aggregate, pagecache
+from tierbench.pagecache import DEVICE, IN_MEMORY, NOT_APPLICABLE, RAM_TIER, UNKNOWN
+from tierbench.records import metric
+
+GIB = 2**30
+#: a node with 24 GiB of RAM and a 4 GiB dirty limit
+LIMITS = {"ram": 24 * GIB, "dirtyable": 20 * GIB, "dirty_limit": 4 * GIB, "dirty_background": GIB}
+
+
+def state(workload, params, tier_class="disk", limits=LIMITS):
+    return pagecache.assess(workload, params, tier_class, limits)["page_cache"]
+
+
+def fio(**params):
+    return {"rw": "write", "block_size": "4k", "size": "1GiB", "runtime": 5, **params}
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        (fio(io_mode="direct"), DEVICE),
+        (fio(io_mode="fsync", rw="randrw"), DEVICE),
+        (fio(io_mode="buffered"), IN_MEMORY),
+        (fio(io_mode="buffered", size="8GiB"), DEVICE),
+        # a read of a file whose pages were dropped first, read once, reaches the device
+        (fio(io_mode="buffered", rw="randread"), DEVICE),
+        # read four times: after the first pass the file is in the page cache
+        (fio(io_mode="buffered", rw="randread", io_size="4GiB"), IN_MEMORY),
+        (fio(io_mode="buffered", rw="read", size="32GiB", io_size="64GiB"), DEVICE),
+        (fio(io_mode="direct", rw="randread", io_size="4GiB"), DEVICE),
+    ],
+)
+def test_fio(params, expected):
+    assert state("fio", params) == expected
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"block_size": "1M", "count": 200, "sync": "buffered"}, IN_MEMORY),
+        ({"block_size": "1M", "count": "10k", "sync": "buffered"}, DEVICE),
+        ({"block_size": "1M", "count": 200, "sync": "fdatasync"}, DEVICE),
+        ({"block_size": "1M", "count": 200, "sync": "buffered", "oflag": "direct"}, DEVICE),
+        ({"block_size": "1M", "count": 200, "sync": "buffered", "conv": "notrunc,fsync"}, DEVICE),
+    ],
+)
+def test_dd(params, expected):
+    assert state("dd", params) == expected
+
+
+def test_dd_cliff_points_are_sized_from_the_node_s_limits():
+    cliff = {"block_size": "1M", "relative_to": "dirty_limit", "max_file_size": "64GiB"}
+    cliff["sync"] = "buffered"
+    assert state("dd", {**cliff, "file_fraction": 0.5}) == IN_MEMORY
+    assert state("dd", {**cliff, "file_fraction": 2}) == DEVICE
+    assert state("dd", {**cliff, "file_fraction": 2}, limits=None) == UNKNOWN
+
+
+def test_pv_is_always_buffered_and_the_size_decides():
+    assert state("pv", {"size": "450MiB"}) == IN_MEMORY
+    assert state("pv", {"size": "16GiB"}) == DEVICE
+    assert state("pv", {"size": "450MiB"}, limits=None) == UNKNOWN
+
+
+def test_cfd_proxy_fsync_and_the_peak_on_the_tier():
+    point = {"ranks": 1, "steps": 100, "write_interval": 1, "cells_per_rank": 125000}
+    assert state("cfd_proxy", {**point, "purge_write": 1}) == IN_MEMORY
+    assert state("cfd_proxy", {**point, "fsync": True}) == DEVICE
+    tiny = {**LIMITS, "dirty_limit": 1 << 20}
+    assert state("cfd_proxy", {**point, "purge_write": 0}, limits=tiny) == DEVICE
+    assert state("cfd_proxy", {**point, "write_interval": "none"}) == NOT_APPLICABLE
+
+
+def test_ram_tiers_void_and_unknown_classes():
+    params = {"size": "450MiB"}
+    for ram in ("shm", "tmpfs", "pmem-fsdax"):
+        assert state("pv", params, tier_class=ram) == RAM_TIER
+    assert state("pv", params, tier_class="void") == NOT_APPLICABLE
+    assert state("stream", {}, tier_class="void") == NOT_APPLICABLE
+    assert state("pv", params, tier_class="fuse") == UNKNOWN
+    assert state("fe_proxy", {}, tier_class="ssd") == UNKNOWN
+
+
+def test_the_reason_is_one_line_with_the_numbers():
+    found = pagecache.assess("pv", {"size": "450MiB"}, "disk", LIMITS)
+    assert set(found) == {"page_cache", "page_cache_reason"}
+    assert "450 MiB" in found["page_cache_reason"] and "4 GiB" in found["page_cache_reason"]
+    assert "\n" not in found["page_cache_reason"]
+
+
+def test_memory_limits_from_a_fake_proc(tmp_path):
+    (tmp_path / "sys" / "vm").mkdir(parents=True)
+    (tmp_path / "meminfo").write_text(
+        "MemTotal: 1000 kB\nMemFree: 600 kB\nActive(file): 100 kB\nInactive(file): 100 kB\n"
+    )
+    for name, value in {
+        "dirty_bytes": 0,
+        "dirty_ratio": 20,
+        "dirty_background_bytes": 0,
+        "dirty_background_ratio": 10,
+    }.items():
+        (tmp_path / "sys" / "vm" / name).write_text(f"{value}\n")
+    limits = pagecache.memory_limits(tmp_path)
+    assert limits == {
+        "ram": 1024000,
+        "dirtyable": 819200,
+        "dirty_limit": 163840,
+        "dirty_background": 81920,
+    }
+    spec = {"workload": "pv", "params": {"size": "1MiB"}, "tier_class": "disk"}
+    assert pagecache.for_spec(spec, limits)["page_cache"] == DEVICE
+
+
+def test_for_spec_reads_this_node_s_limits():
+    spec = {"workload": "pv", "params": {"size": "4KiB"}, "tier_class": "disk"}
+    assert pagecache.for_spec(spec)["page_cache"] == IN_MEMORY
+
+
+def test_for_spec_never_fails_the_run_over_params_it_cannot_size():
+    spec = {"workload": "pv", "params": {}, "tier_class": "disk"}
+    found = pagecache.for_spec(spec, LIMITS)
+    assert found["page_cache"] == UNKNOWN and "size" in found["page_cache_reason"]
+
+
+def raw(tmp_path, rep, tier, page_cache):
+    record = {
+        "spec": {
+            "study": "s",
+            "experiment": "sinks",
+            "workload": "pv",
+            "tier": tier,
+            "tier_class": "disk",
+            "point": "size=450MiB",
+            "params": {"size": "450MiB"},
+            "repetition": rep,
+            "phase": "measured",
+        },
+        "context": {"host": {"host": "node1"}},
+        "started_at": f"2026-01-01T00:00:0{rep}+00:00",
+        "duration_s": 1.0,
+        "metrics": [metric("throughput", 100.0 + rep, "MB/s")],
+    }
+    if page_cache is not None:
+        record["page_cache"] = page_cache
+    path = tmp_path / f"{tier}-{rep}.json"
+    path.write_text(json.dumps(record))
+    return str(path)
+
+
+def test_aggregate_carries_the_page_cache_per_run_and_per_point(tmp_path):
+    found = pagecache.assess("pv", {"size": "450MiB"}, "disk", LIMITS)
+    paths = [raw(tmp_path, rep, "disk", found) for rep in (1, 2)]
+    paths += [raw(tmp_path, rep, "old", None) for rep in (1, 2)]
+    frame = aggregate.load_records(paths)
+    assert list(frame.columns[-2:]) == aggregate.PAGE_CACHE_COLUMNS
+    assert "page_cache" not in aggregate.param_columns(frame)
+    summary = aggregate.summarise(frame, 0.25).set_index("tier")
+    assert summary.loc["disk", "page_cache"] == IN_MEMORY
+    assert summary.loc["disk", "page_cache_reason"] == found["page_cache_reason"]
+    assert summary.loc["old", "page_cache"] == ""  # records from before the runner set it

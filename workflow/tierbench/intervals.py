@@ -1,0 +1,183 @@
+"""95% intervals for the ratios a verdict rests on, by a seeded bootstrap.
+
+A verdict compares points by a ratio of their medians (disk / shm, or a ratio
+of two such ratios). A median of 3 repetitions alone cannot say whether 1.11x
+differs from 1.0x, so each ratio gets a percentile-bootstrap interval: the
+repetitions of every point are resampled with replacement, the ratio of the
+resampled medians is taken many times, and the middle 95% is the interval.
+
+Repetitions are resampled together (the same repetition numbers for every
+point of a group) when they are *paired*: two points with the same repetition
+numbers whose runs went back to back, repetition by repetition, so a drift of
+the machine between repetitions hits both alike. Otherwise each point is
+resampled on its own.
+
+With one repetition of a point there is nothing to resample: the interval is
+unknown and says so; with few repetitions it is wide, which is the point. The
+percentile bootstrap of a median is known to cover somewhat less than its
+nominal 95% when a point has very few repetitions (3 to 5); it is still far
+more honest than a bare median, and the band decision treats a wide interval
+as undecided rather than guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+RESAMPLES = 4000
+LEVEL = 0.95
+SEED = 0
+MIN_REPETITIONS = 2
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The measured values of one point: one per repetition.
+
+    ``repetitions`` and ``started`` (start time of each run, seconds) decide
+    whether two points are paired; without them a point is resampled alone.
+    """
+
+    values: tuple[float, ...]
+    repetitions: tuple[int, ...] | None = None
+    started: tuple[float, ...] | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float | None:
+        return float(np.median(self.values)) if self.values else None
+
+
+def sample(values, repetitions=None, started=None) -> Sample:
+    """A Sample from any sequences, ordered by repetition number when given."""
+    values = [float(v) for v in values]
+    if repetitions is None:
+        return Sample(tuple(values))
+    order = np.argsort(np.asarray(repetitions), kind="stable")
+    reps = tuple(int(repetitions[i]) for i in order)
+    times = None
+    if started is not None and all(np.isfinite(float(started[i])) for i in order):
+        times = tuple(float(started[i]) for i in order)
+    return Sample(tuple(values[i] for i in order), reps, times)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ratio, its interval, and why the interval is missing when it is."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    #: fewest repetitions of any point in the ratio
+    n: int
+    paired: bool = False
+    reason: str = ""
+    #: what the ratio was computed from (the caller's names of its samples)
+    of: tuple[str, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.low is not None and self.high is not None
+
+
+def paired(first: Sample, second: Sample) -> bool:
+    """Whether two points ran back to back, repetition by repetition.
+
+    True when both have the same repetition numbers and start times, and in
+    the time order of their runs each repetition of one point sits next to
+    the same repetition of the other (A1 B1 A2 B2 ..., or B1 A1 A2 B2 ...).
+    """
+    if first.repetitions is None or second.repetitions is None:
+        return False
+    if first.started is None or second.started is None:
+        return False
+    if first.repetitions != second.repetitions or len(set(first.repetitions)) != first.n:
+        return False
+    runs = sorted(
+        [(t, r) for t, r in zip(first.started, first.repetitions, strict=True)]
+        + [(t, r) for t, r in zip(second.started, second.repetitions, strict=True)]
+    )
+    order = [r for _, r in runs]
+    return all(order[i] == order[i + 1] for i in range(0, len(order), 2))
+
+
+def _groups(samples: list[Sample]) -> list[list[int]]:
+    """Indices of samples resampled together: connected by :func:`paired`."""
+    parent = list(range(len(samples)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(len(samples)):
+        for j in range(i + 1, len(samples)):
+            if root(i) != root(j) and paired(samples[i], samples[j]):
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(samples)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def _apply(medians: np.ndarray, powers: np.ndarray) -> np.ndarray:
+    """Each row's product of medians ** powers, as numerator / denominator (exact for a/b)."""
+    up, down = powers > 0, powers < 0
+    numerator = np.prod(medians[:, up] ** powers[up], axis=1)
+    return numerator / np.prod(medians[:, down] ** -powers[down], axis=1)
+
+
+def product(
+    terms: list[tuple[Sample, int]],
+    *,
+    seed: int = SEED,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+) -> Interval:
+    """Interval of prod(median(sample) ** power): a ratio is [(a, 1), (b, -1)]."""
+    samples = [s for s, _ in terms]
+    powers = np.array([p for _, p in terms], dtype=float)
+    n = min(s.n for s in samples)
+    if n == 0:
+        return Interval(None, None, None, 0, reason="a point has no measured repetition")
+    medians = np.array([s.median for s in samples])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(_apply(medians[np.newaxis, :], powers)[0])
+    if not np.isfinite(estimate) or estimate <= 0:
+        return Interval(None, None, None, n, reason="a median is zero or negative")
+    if n < MIN_REPETITIONS:
+        return Interval(
+            estimate, None, None, n, reason="needs at least 2 repetitions of each point"
+        )
+    rng = np.random.default_rng(seed)
+    resampled = np.empty((resamples, len(samples)))
+    groups = _groups(samples)
+    for group in groups:
+        size = samples[group[0]].n
+        picks = rng.integers(0, size, size=(resamples, size))
+        for i in group:
+            resampled[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = _apply(resampled, powers)
+    if not np.all(np.isfinite(ratios)):
+        return Interval(estimate, None, None, n, reason="a resampled median is zero")
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    is_paired = any(len(g) > 1 for g in groups)
+    # the estimate lies inside its interval even when resampling is lopsided
+    return Interval(estimate, min(float(low), estimate), max(float(high), estimate), n, is_paired)
+
+
+def ratio(numerator: Sample, denominator: Sample, **options) -> Interval:
+    """median(numerator) / median(denominator) with its interval."""
+    return product([(numerator, 1), (denominator, -1)], **options)
+
+
+def ratio_of_ratios(a: Sample, b: Sample, c: Sample, d: Sample, **options) -> Interval:
+    """(a / b) / (c / d), e.g. how much more an ensemble slows the slow tier than the fast."""
+    return product([(a, 1), (b, -1), (c, -1), (d, 1)], **options)

@@ -1,0 +1,202 @@
+"""Could a point's I/O have stayed in the page cache instead of reaching the device?
+
+A buffered write returns once the data is in the page cache; the kernel writes
+it to the device later. The writer only waits for the device when the dirty
+data passes the kernel's dirty limit (vm.dirty_bytes or dirty_ratio of the
+dirtyable memory). So a buffered write of less than that limit on a disk may
+measure RAM, not the disk: a "disk as fast as /dev/shm" result then says
+nothing about the disk. :func:`assess` says, for one point, which it was:
+
+- ``device``: the data had to reach the device within the measured time
+  (O_DIRECT, fsync/fdatasync, or more dirty data than the dirty limit, or a
+  read of a file whose pages were dropped first, read once);
+- ``may_stay_in_memory``: buffered, and small enough to stay in the page cache;
+- ``ram_tier``: the tier is memory itself (shm, tmpfs, pmem), so the question
+  does not arise;
+- ``unknown``: the workload, the tier or the node's limits do not say;
+- ``not_applicable``: the point stores nothing (the void tier, STREAM).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .units import format_size, parse_size
+
+DEVICE, IN_MEMORY, RAM_TIER, UNKNOWN, NOT_APPLICABLE = (
+    "device",
+    "may_stay_in_memory",
+    "ram_tier",
+    "unknown",
+    "not_applicable",
+)
+RAM_CLASSES = ("shm", "tmpfs", "pmem-fsdax")
+DEVICE_CLASSES = ("disk", "nvme", "ssd", "hdd", "nfs", "lustre", "gpfs", "beegfs")
+FIO_WRITES = ("write", "randwrite", "rw", "randrw")
+#: workloads that write no file on a tier
+NO_FILES = ("stream",)
+
+
+def _proc_int(path: Path) -> int:
+    return int(path.read_text().split()[0])
+
+
+def memory_limits(proc: str | os.PathLike = "/proc") -> dict[str, int]:
+    """RAM and the dirty-page thresholds of the kernel, in bytes.
+
+    The thresholds are ``dirty_bytes`` / ``dirty_background_bytes`` when set,
+    else their ``*_ratio`` percent of the dirtyable memory (free pages plus
+    file pages, as the kernel's global_dirtyable_memory counts it; reserves
+    are ignored, so this is a slight overestimate). As in the kernel, a
+    background threshold not below the limit is halved.
+    """
+    proc = Path(proc)
+    info = {}
+    for line in (proc / "meminfo").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            info[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    dirtyable = info["MemFree"] + info.get("Active(file)", 0) + info.get("Inactive(file)", 0)
+    vm = proc / "sys" / "vm"
+
+    def threshold(name: str) -> int:
+        absolute = _proc_int(vm / f"{name}_bytes")
+        return absolute if absolute > 0 else _proc_int(vm / f"{name}_ratio") * dirtyable // 100
+
+    limit = threshold("dirty")
+    background = threshold("dirty_background")
+    if background >= limit:
+        background = limit // 2
+    return {
+        "ram": info["MemTotal"],
+        "dirtyable": dirtyable,
+        "dirty_limit": limit,
+        "dirty_background": background,
+    }
+
+
+def _result(state: str, reason: str) -> dict:
+    return {"page_cache": state, "page_cache_reason": reason}
+
+
+def _buffered_write(what: str, size: int, limits: dict | None) -> dict:
+    """A buffered write of ``size`` dirty bytes against the node's dirty limit."""
+    if limits is None:
+        return _result(UNKNOWN, f"{what}: the node's dirty limit was not read")
+    limit = int(limits["dirty_limit"])
+    numbers = f"{format_size(size)} vs the dirty limit {format_size(limit)}"
+    if size > limit:
+        return _result(
+            DEVICE, f"{what} of {numbers}: past the limit the writer waits for the device"
+        )
+    return _result(
+        IN_MEMORY,
+        f"{what} of {numbers}: it may finish in the page cache without waiting for the device",
+    )
+
+
+def _fio(params: dict, limits: dict | None) -> dict:
+    mode = str(params.get("io_mode", ""))
+    if mode == "direct":
+        return _result(DEVICE, "fio direct I/O (O_DIRECT) bypasses the page cache")
+    if mode == "fsync":
+        return _result(DEVICE, "fio fsync after every write: each write waits for the device")
+    if mode != "buffered":
+        return _result(UNKNOWN, f"fio io_mode {mode or '(none)'} is not buffered/direct/fsync")
+    size = parse_size(params["size"])
+    if params.get("rw") in FIO_WRITES:
+        # rewrites land on the same pages: the dirty data is at most the file
+        return _buffered_write("fio buffered write to a file", size, limits)
+    passes = parse_size(params["io_size"]) / size if params.get("io_size") else 1.0
+    if passes <= 1:
+        return _result(
+            DEVICE, "fio buffered read of a file whose pages were dropped first, read once"
+        )
+    if limits is None:
+        return _result(UNKNOWN, "fio buffered read of a file read more than once; RAM not read")
+    fits = size <= int(limits["ram"])
+    text = f"fio buffered read of a {format_size(size)} file read {passes:g} times"
+    if fits:
+        return _result(IN_MEMORY, f"{text}: passes after the first may come from the page cache")
+    return _result(DEVICE, f"{text}, larger than RAM: every pass reaches the device")
+
+
+def _dd_bytes(params: dict, limits: dict | None) -> int | None:
+    block = parse_size(params["block_size"])
+    if "count" in params:
+        return parse_size(params["count"]) * block
+    if limits is None:
+        return None
+    # a size above max_file_size is skipped by the workload, so never measured
+    return int(float(params["file_fraction"]) * limits[params["relative_to"]])
+
+
+def _dd(params: dict, limits: dict | None) -> dict:
+    flags = {
+        part
+        for key in ("conv", "oflag")
+        for part in str(params.get(key, "") or "").replace(" ", "").split(",")
+    }
+    if params.get("sync") == "fdatasync" or flags & {"fdatasync", "fsync"}:
+        return _result(DEVICE, "dd conv=fdatasync: its time includes flushing to the device")
+    if flags & {"direct", "dsync", "sync"}:
+        return _result(DEVICE, "dd oflag=direct/dsync: every block waits for the device")
+    size = _dd_bytes(params, limits)
+    if size is None:
+        return _result(UNKNOWN, "dd file size relative to the node's memory, which was not read")
+    return _buffered_write("dd buffered write", size, limits)
+
+
+def _pv(params: dict, limits: dict | None) -> dict:
+    return _buffered_write("pv buffered write (no fsync)", parse_size(params["size"]), limits)
+
+
+def _cfd_proxy(params: dict, limits: dict | None) -> dict:
+    if params.get("fsync") in (True, "true", "True", 1):
+        return _result(DEVICE, "cfd_proxy fsyncs every file it writes")
+    if str(params.get("write_interval")) == "none":
+        return _result(NOT_APPLICABLE, "cfd_proxy no-I/O baseline: writes nothing")
+    # imported here: the workload module is heavy and imports the runner
+    from .workloads.cfd_proxy import planned_bytes
+
+    # purged time folders are deleted before writeback: the peak on the tier is what counts
+    return _buffered_write(
+        "cfd_proxy buffered output (no fsync), peak on the tier", planned_bytes(params), limits
+    )
+
+
+RULES = {"fio": _fio, "dd": _dd, "pv": _pv, "cfd_proxy": _cfd_proxy}
+
+
+def assess(workload: str, params: dict, tier_class: str, limits: dict | None) -> dict:
+    """Where one point's measured I/O went: ``{"page_cache": ..., "page_cache_reason": ...}``.
+
+    ``limits`` is :func:`memory_limits` of the node that ran the point (None
+    when unknown); a pure function of its arguments otherwise.
+    """
+    if tier_class == "void" or workload in NO_FILES:
+        return _result(NOT_APPLICABLE, "the point stores no file on a tier")
+    if tier_class in RAM_CLASSES:
+        return _result(RAM_TIER, f"a {tier_class} tier is memory: there is no device to reach")
+    if tier_class not in DEVICE_CLASSES:
+        return _result(UNKNOWN, f"a {tier_class} tier: what backs it decides")
+    rule = RULES.get(workload)
+    if rule is None:
+        return _result(UNKNOWN, f"{workload}: no page-cache rule for this workload")
+    return rule(params, limits)
+
+
+def for_spec(spec: dict, limits: dict | None = None) -> dict:
+    """:func:`assess` for a runner spec, reading this node's limits when not given."""
+    if limits is None and spec["tier_class"] in DEVICE_CLASSES:
+        try:
+            limits = memory_limits()
+        except (OSError, KeyError, ValueError, IndexError):
+            limits = None
+    try:
+        return assess(spec["workload"], spec["params"], spec["tier_class"], limits)
+    except (KeyError, ValueError, TypeError) as error:
+        # an annotation of the record: it must never cost the measurement itself
+        return _result(UNKNOWN, f"{spec['workload']}: cannot size its I/O ({error!r})")
