@@ -298,7 +298,7 @@ def test_baseline_has_no_writes_and_runner_cli_records_the_launcher(tmp_path):
     del point["launcher"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
     done = subprocess.run(
-        [sys.executable, "-m", "tierbench.workloads.cfd_proxy", "--launcher", "mpiexec",
+        [sys.executable, "-m", "tierbench.runner", "--launcher", "mpiexec",
          "--spec", json.dumps(point), "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
@@ -407,10 +407,15 @@ def test_tasks_are_ranks_times_ensemble():
     ],
 )
 def test_bad_parameters_stop_with_a_message_naming_them(change, message):
-    with pytest.raises(ValueError, match=message):
-        cfd_proxy.check_params({**PARAMS, **change})
+    """The schema states types and ranges, check_params the cross-field rules; either way
+    the expansion stops naming the parameter."""
     with pytest.raises(ConfigError, match=next(iter(change))):
         matrix.check_point("cfd_proxy", {**PARAMS, **change}, "cfd_dcpmm.x[p]")
+
+
+def test_a_write_interval_longer_than_the_run_is_a_cross_field_rule():
+    with pytest.raises(ValueError, match="longer than the run"):
+        cfd_proxy.check_params({**PARAMS, "write_interval": 7})
 
 
 def test_study_expands_at_every_scale():
@@ -420,7 +425,8 @@ def test_study_expands_at_every_scale():
     smoke = matrix.expand_study(study, tiers, "smoke")
     assert {p.tier for p in smoke} == {"shm", "disk"}
     intervals = {p.params["write_interval"] for p in smoke if p.experiment == "single_vs_ensemble"}
-    assert intervals == {1, "none"} and len(smoke) <= 10
+    assert intervals == {1, "none"}
+    assert len([p for p in smoke if p.experiment in ("single_vs_ensemble", "file_handler")]) <= 10
     default = matrix.expand_study(study, tiers, "default")
     main = [p for p in default if p.experiment == "single_vs_ensemble"]
     assert {p.params["write_interval"] for p in main} == {1, 10, 100, "none"}
@@ -444,7 +450,7 @@ def test_smoke_study_end_to_end(pipeline):
     import pandas as pd
 
     pipeline("-c2", "--configfile", "config/studies/cfd_dcpmm.yaml", "--config", "scale=smoke")
-    study = pipeline.root / "results/cfd_dcpmm"
+    study = pipeline.root / "results/testbox/cfd_dcpmm"
     summary = pd.read_csv(study / "summary.csv")
     assert set(summary["status"]) == {"ok"}, summary[summary["status"] != "ok"]["reason"]
     steps = summary[summary["metric"] == "time_per_step"]
@@ -470,4 +476,4 @@ def test_smoke_study_end_to_end(pipeline):
     }  # fmt: skip
     assert all(entry["caption"] for entry in manifest)
     assert (study / "figures/cfd/cfd_bandwidth.csv").is_file()
-    assert (pipeline.root / "results/report.html").is_file()
+    assert (pipeline.root / "results/testbox/report.html").is_file()

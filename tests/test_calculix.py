@@ -1,0 +1,335 @@
+"""calculix: the deck, reading ccx's output and failures, and the real solver on two tiers."""
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import job_spec
+from tierbench import matrix
+from tierbench.errors import ConfigError, PointFailed
+from tierbench.runner import run_job
+from tierbench.workloads import calculix, fe_model, get
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# ccx 2.20's job.dat of a 1-element bar in 3 increments (captured as written)
+DAT = (
+    "\n total force (fx,fy,fz) for set LOAD and time  0.3333333E+00\n"
+    "\n        2.704580E+03 -7.896461E-15  2.268533E-13\n"
+    "\n displacements (vx,vy,vz) for set TIP and time  0.3333333E+00\n"
+    "\n         7  1.333333E+00 -1.781269E-02 -1.781269E-02\n"
+    "\n total force (fx,fy,fz) for set LOAD and time  0.6666667E+00\n"
+    "\n        2.704574E+03  1.166931E-13  4.505726E-12\n"
+    "\n displacements (vx,vy,vz) for set TIP and time  0.6666667E+00\n"
+    "\n         7  1.333333E+00 -1.781270E-02 -1.781270E-02\n"
+    "\n total force (fx,fy,fz) for set LOAD and time  0.1000000E+01\n"
+    "\n       -3.106925E+03  2.042810E-14 -3.050338E-13\n"
+    "\n displacements (vx,vy,vz) for set TIP and time  0.1000000E+01\n"
+    "\n         7  3.999467E-12 -9.789666E-04 -9.789666E-04\n"
+)
+# ccx's standard output around its *ERROR lines (exit status 201), as captured
+DIVERGED = "\n".join(
+    [
+        " iteration 4",
+        "",
+        " no convergence",
+        "",
+        " *ERROR: solution seems to diverge; please try ",  # ccx's trailing blank
+        " automatic incrementation; program stops",
+        " best solution and residuals are in the frd file",
+        "",
+    ]
+)
+TOO_SMALL = "\n".join(
+    [
+        "  the increment is reattempted",
+        "",
+        "",
+        " *ERROR: increment size smaller than minimum",
+        " best solution and residuals are in the frd file",
+        "",
+    ]
+)
+NO_MATERIAL = "\n".join(
+    [
+        " *INFO reading *STEP: nonlinear geometric",
+        " *ERROR reading *SOLID SECTION: nonexistent material",
+        "   ",  # blanks only: the message ends here
+        " *ERROR reading *SOLID SECTION. Card image:",
+        "        *SOLIDSECTION,ELSET=EALL,MATERIAL=NOPE",
+        "",
+        " *ERROR in calinput: no material was assigned",
+        "        to element            1",
+    ]
+)
+
+TINY = {
+    "cores": 1,
+    "population": 4,
+    "generations": 1,
+    "elements": 1,
+    "increments": 10,
+}
+
+
+@pytest.fixture
+def ccx():
+    """The real solver, or a skip saying how to install it; under CI=true a missing one fails."""
+    if shutil.which("ccx") is None:
+        reason = "ccx is not installed; install it with: sudo apt-get install -y calculix-ccx"
+        if IN_CI:
+            pytest.fail(f"CI=true: the CalculiX tests must run, but {reason}")
+        pytest.skip(reason)
+    return shutil.which("ccx")
+
+
+# ------------------------------------------------------------------ the deck
+
+
+def test_deck_has_the_mesh_the_increments_and_the_parameters():
+    model = calculix.Model(elements=3, increments=7)
+    material = fe_model.Material(E=187_654.0, sigma_y=321.5, Q=77.25)
+    lines = calculix.deck(model, material, "g01-e002").splitlines()
+    elements = lines[lines.index("*ELEMENT, TYPE=C3D8, ELSET=EALL") + 1 :][:3]
+    assert [len(line.split(",")) for line in elements] == [9, 9, 9]
+    assert lines[lines.index("*ELEMENT, TYPE=C3D8, ELSET=EALL") + 4].startswith("*")
+    nodes = lines[
+        lines.index("*NODE, NSET=NALL") + 1 : lines.index("*ELEMENT, TYPE=C3D8, ELSET=EALL")
+    ]
+    assert len(nodes) == 16 == model.nodes
+    assert lines[lines.index("*ELASTIC") + 1] == "187654, 0.3"
+    table = lines[
+        lines.index("*PLASTIC") + 1 : lines.index("*SOLID SECTION, ELSET=EALL, MATERIAL=FIT")
+    ]
+    assert len(table) == calculix.PLASTIC_POINTS and table[0] == "321.5, 0"
+    stress, strain = (float(v) for v in table[-1].split(","))
+    assert stress == pytest.approx(float(material.yield_stress(strain)), rel=1e-9)
+    static = lines[lines.index("*STATIC") + 1].split(",")
+    assert float(static[0]) == pytest.approx(1 / 7) and float(static[3]) == pytest.approx(1 / 7)
+    assert "*STEP, NLGEOM, INC=140" in lines and "g01-e002" in lines[1]
+    assert lines[lines.index("*BOUNDARY, AMPLITUDE=PULL") + 1] == "LOAD, 1, 1, 2"  # 0.02 x 100 mm
+    assert "*NODE FILE, FREQUENCY=1" in lines and "*EL FILE, FREQUENCY=1" in lines
+
+
+def test_deck_output_requests_follow_the_parameters():
+    nodal = calculix.deck(calculix.Model(frd_every=4, frd_fields="nodal"), calculix.TRUTH)
+    assert "*NODE FILE, FREQUENCY=4\nU, RF\n" in nodal and "*EL FILE" not in nodal
+    none = calculix.deck(calculix.Model(frd_every=0), calculix.TRUTH)
+    assert "*NODE FILE" not in none and "*EL FILE" not in none
+    assert "*NODE PRINT, NSET=LOAD, TOTALS=ONLY\nRF\n" in none  # the curve is always printed
+
+
+def test_mesh_is_the_tapered_bar():
+    model = calculix.Model(elements=4)
+    lines = calculix.deck(model, calculix.TRUTH).splitlines()
+    first = lines.index("*NODE, NSET=NALL") + 1
+    coords = np.array([[float(v) for v in line.split(",")[1:]] for line in lines[first:][:20]])
+    side = coords[2::4, 1]  # the (s, s) corner of every station
+    assert side**2 == pytest.approx(model.area * (1 - model.taper * coords[2::4, 0] / 100.0))
+    assert coords[-1, 0] == pytest.approx(model.length)
+
+
+# ------------------------------------------------------------------ reading ccx's output
+
+
+def test_dat_gives_the_force_displacement_curve():
+    curve = calculix.read_curve(DAT)
+    assert curve.time == pytest.approx([1 / 3, 2 / 3, 1.0], abs=1e-6)
+    assert curve.force == pytest.approx([2704.580, 2704.574, -3106.925])
+    assert curve.displacement == pytest.approx([1.333333, 1.333333, 3.999467e-12])
+
+
+@pytest.mark.parametrize(
+    ("cut", "reason"),
+    [
+        (DAT.rindex("-3.106925E+03") + 5, "no data after 'total force"),
+        (DAT.rindex(" total force"), "ends at 0.666667, not 1"),
+        (DAT.rindex(" displacements"), "3 force but 2 displacement blocks"),
+        (0, "holds no force output"),
+    ],
+)
+def test_truncated_dat_is_a_failure_never_a_curve(cut, reason):
+    with pytest.raises(PointFailed, match=reason):
+        calculix.read_curve(DAT[:cut])
+
+
+@pytest.mark.parametrize(
+    ("returncode", "log", "reason"),
+    [
+        (
+            201,
+            DIVERGED,
+            "ccx: *ERROR: solution seems to diverge; please try automatic incrementation;",
+        ),
+        (201, TOO_SMALL, "ccx: *ERROR: increment size smaller than minimum best solution"),
+        (201, NO_MATERIAL, "ccx: *ERROR reading *SOLID SECTION: nonexistent material"),
+        (201, "no error text\n", "ccx exited with status 201 without an *ERROR message"),
+        (-9, "", "ccx was killed by signal 9"),
+    ],
+)
+def test_solver_failure_is_one_line(returncode, log, reason):
+    message = calculix.solver_failure(returncode, log)
+    assert message.startswith(reason) and "\n" not in message
+    run = calculix.Run(returncode=returncode, log=log, dat=DAT)
+    with pytest.raises(PointFailed, match="^ccx"):
+        calculix.curve_of(run)
+
+
+def test_a_clean_run_is_read_and_a_missing_dat_fails():
+    assert calculix.solver_failure(0, " Job finished\n") is None
+    assert len(calculix.curve_of(calculix.Run(returncode=0, dat=DAT)).force) == 3
+    with pytest.raises(PointFailed, match="ccx wrote no job.dat"):
+        calculix.curve_of(calculix.Run(returncode=0, dat=None))
+
+
+def test_a_cut_back_curve_is_scored_on_the_increment_grid():
+    # ccx cut the second of 4 increments in two: 5 points at irregular times
+    curve = calculix.Curve(
+        time=np.array([0.25, 0.375, 0.5, 0.75, 1.0]),
+        displacement=np.zeros(5),
+        force=np.array([10.0, 15.0, 20.0, 10.0, 0.0]),
+    )
+    assert calculix.on_grid(curve, 4) == pytest.approx([10.0, 20.0, 10.0, 0.0])
+    assert calculix.on_grid(curve, 8)[0] == pytest.approx(5.0)  # from zero force at time 0
+
+
+# ------------------------------------------------------------------ parameters
+
+
+def test_registered_with_its_solver_and_schema_defaults():
+    workload = get("calculix")
+    assert workload.family == "fe" and workload.env == "calculix"
+    assert [(t.command, t.package) for t in workload.tools] == [("ccx", "calculix-ccx")]
+    params = matrix.check_point("calculix", {"cores": 2}, "t.calculix[p]")
+    assert params["population"] == 30 and params["generations"] == 2 and params["elite"] == 2
+    assert workload.estimate("threads", params) == 2
+    assert (Path(matrix.__file__).parents[2] / "envs/calculix.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"population": 1}, "population must be at least 2"),
+        ({"elite": 4}, "elite must be smaller than population"),
+        ({"elements": 0}, "elements must be at least 1"),
+        ({"frd_every": -1}, "frd_every must be at least 0"),
+        ({"frd_fields": "all"}, "frd_fields must be one of nodal, full"),
+        ({"solver_log": "syslog"}, "solver_log must be one of file, pipe"),
+        ({"max_strain": 0}, "max_strain must be between"),
+        ({"fsync": "none"}, "unknown parameters"),
+    ],
+)
+def test_bad_parameters_are_named(bad, message):
+    with pytest.raises(ValueError, match=message):
+        calculix.check_params({**TINY, **bad})
+
+
+@pytest.mark.parametrize("bad", [{"population": 1}, {"frd_fields": "all"}, {"increments": 0}])
+def test_bad_parameters_stop_the_expansion(bad):
+    with pytest.raises(ConfigError) as error:
+        matrix.check_point("calculix", {**TINY, **bad}, "t.calculix[p]")
+    assert next(iter(bad)) in str(error.value)
+
+
+def test_planned_bytes_grow_with_workers_model_and_output():
+    one = calculix.planned_bytes({"cores": 1})
+    assert calculix.planned_bytes({"cores": 3}) == 3 * one
+    assert calculix.planned_bytes({"cores": 1, "elements": 100}) > one
+    assert calculix.planned_bytes({"cores": 1, "frd_every": 0}) < one
+    assert calculix.planned_bytes({"cores": 1, "frd_fields": "nodal"}) < one
+
+
+# ------------------------------------------------------------------ the real solver
+
+
+def test_a_failing_ccx_is_a_failed_evaluation_and_its_folder_goes(ccx, tmp_path, monkeypatch):
+    model = calculix.Model(elements=1, increments=4)
+    calculix.init_worker(model, np.ones(4), "file")
+    broken = calculix.deck(model, calculix.TRUTH).replace("MATERIAL=FIT\n*AMP", "MATERIAL=X\n*AMP")
+    monkeypatch.setattr(calculix, "deck", lambda *args: broken)
+    task = {"folder": str(tmp_path / "g01-e001"), "label": "g01-e001", "parameters": {}}
+    record = calculix.evaluate(task)
+    assert not record["ok"] and record["misfit"] == math.inf
+    assert record["error"] == "ccx: *ERROR reading *SOLID SECTION: nonexistent material"
+    assert {"job.inp", "job.log", "job.dat", "job.sta"} <= set(record["file_sizes"])
+    assert record["solver_time"] > 0 and record["fs_time"] > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_evaluation_with_the_true_parameters_fits_exactly(ccx, tmp_path):
+    model = calculix.Model(elements=2, increments=6)
+    config = calculix.settings({**TINY, "elements": 2, "increments": 6})
+    target = calculix.target_curve(config, tmp_path)
+    calculix.init_worker(model, target, "pipe")
+    truth = {n: getattr(calculix.TRUTH, n) for n in calculix.BOUNDS}
+    exact = calculix.evaluate({"folder": str(tmp_path / "a"), "label": "a", "parameters": truth})
+    assert exact["ok"] and exact["misfit"] == pytest.approx(0.0, abs=1e-9)
+    assert "job.log" not in exact["file_sizes"]  # pipe: the log stays in memory
+    softer = calculix.evaluate(
+        {"folder": str(tmp_path / "b"), "label": "b", "parameters": {**truth, "sigma_y": 200.0}}
+    )
+    assert softer["ok"] and softer["misfit"] > 1.0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tier", ["disk", "shm"])
+def test_the_real_solver_on_a_tier(ccx, tmp_path, tier):
+    path = {"disk": tmp_path / "disk", "shm": Path("/dev/shm")}[tier]
+    if not path.exists():
+        path.mkdir()
+    if not path.is_dir():
+        pytest.skip(f"{path} does not exist here")
+    before = set(path.iterdir())
+    cores = min(2, calculix.fe_proxy.available_cpus())
+    spec = job_spec("calculix", path, {**TINY, "cores": cores}, tier=tier)
+    record = run_job(spec, calculix.run)
+    metrics = {m["metric"]: m for m in record["metrics"]}
+    assert metrics["wall_time"]["status"] == "ok", metrics
+    assert metrics["wall_time"]["unit"] == "s" and metrics["wall_time"]["value"] > 0
+    assert metrics["evaluations"]["value"] == 4 and metrics["failed_evaluations"]["value"] == 0
+    for name in ("eval_time_median", "eval_solver_time_median", "eval_fs_time_median"):
+        assert metrics[name]["unit"] == "s" and metrics[name]["value"] > 0
+    assert metrics["eval_solver_time_median"]["value"] < metrics["eval_time_median"]["value"]
+    files = record["extra"]["evaluation_files"]
+    assert {"job.inp", "job.dat", "job.frd", "job.sta", "job.cvg", "job.log"} <= set(files)
+    assert files["job.frd"] > files["job.dat"] > 0
+    assert metrics["files_per_evaluation"]["value"] == len(files)
+    assert metrics["bytes_per_evaluation"]["value"] >= sum(files.values()) * 0.5
+    assert metrics["bytes_written"]["value"] >= 4 * min(files.values())
+    assert metrics["solver_increments_median"]["value"] >= 10
+    for name, (low, high) in calculix.BOUNDS.items():
+        assert low <= metrics[f"best_{name}"]["value"] <= high
+    assert metrics["best_misfit"]["unit"] == "%"
+    assert record["extra"]["solver_env"]["OMP_NUM_THREADS"] == "1"
+    assert set(path.iterdir()) == before  # the run folder and every evaluation's are gone
+
+
+def test_a_failing_target_fails_the_point(ccx, tmp_path, monkeypatch):
+    monkeypatch.setattr(calculix, "deck", lambda *args: "*HEADING\nnothing\n*STEP\n*STATIC\n")
+    record = run_job(job_spec("calculix", tmp_path, TINY), calculix.run)
+    assert record["metrics"][0]["status"] == "failed"
+    assert record["metrics"][0]["reason"].startswith("the target run with the true parameters")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_evaluation_failing_fails_the_point(ccx, tmp_path, monkeypatch):
+    good = calculix.deck
+
+    def deck(model, material, label=""):
+        text = good(model, material, label)
+        return text if label in ("", "target") else text.replace("*ELASTIC\n", "*ELASTIC\nx\n")
+
+    monkeypatch.setattr(calculix, "deck", deck)
+    record = run_job(job_spec("calculix", tmp_path, TINY), calculix.run)
+    assert record["metrics"][0]["status"] == "failed"
+    assert record["metrics"][0]["reason"].startswith("all 4 ccx evaluations failed; the first: ccx")
+
+
+def test_without_ccx_the_point_is_skipped_with_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    record = run_job(job_spec("calculix", tmp_path, TINY), calculix.run)
+    assert record["metrics"][0]["status"] == "skipped"
+    assert "apt-get install calculix-ccx" in record["metrics"][0]["reason"]

@@ -1,0 +1,257 @@
+"""The fidelity verdict of a proxy, both ways, on synthetic results of a study."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from tierbench import fidelity, intervals
+
+TIERS = {"shm": "shm", "disk": "disk"}
+#: per rank per write, as document 001 lists them: cfd_proxy's 8 files, v1912's 9
+FILES = {"cfd_proxy": 8, "openfoam": 9}
+STEPS, RANKS, REPS = 20, 2, 5
+BASE_TIME = 0.100
+#: output cost per write of the real application, per tier (s)
+REAL_COST = {"shm": 0.010, "disk": 0.030}
+REAL_BYTES = 4_000_000
+
+
+def cfd_rows(
+    workload: str,
+    experiment: str,
+    *,
+    files: int,
+    cost_factor: float = 1.0,
+    bytes_factor: float = 1.0,
+    noise: float = 0.002,
+    seed: int = 0,
+    syscalls: dict | None = None,
+    cells: int = 1000,
+) -> list[dict]:
+    """Tidy rows of one CFD experiment: write interval 1 and none, on shm and disk."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for tier, tier_class in TIERS.items():
+        for interval in (1, "none"):
+            writes = 0 if interval == "none" else STEPS
+            params = {
+                "ranks": RANKS, "cells_per_rank": cells, "steps": STEPS,
+                "write_interval": interval, "file_handler": "uncollated", "ensemble": 1,
+                "write_format": "binary", "purge_write": 1,
+            }  # fmt: skip
+            for rep in range(1, REPS + 1):
+                cost = REAL_COST[tier] * cost_factor if writes else 0.0
+                values = {
+                    "time_per_step": (BASE_TIME + cost) * (1 + noise * rng.standard_normal()),
+                    "files_created": files * RANKS * writes,
+                    "dirs_created": 3 * RANKS * writes,
+                    "bytes_written": REAL_BYTES * bytes_factor * writes,
+                }
+                for category, per_write in (syscalls or {}).items():
+                    values[f"syscalls_{category}"] = 1000 + per_write * writes
+                started = f"2026-01-01T00:{rep:02d}:{0 if workload == 'cfd_proxy' else 30:02d}Z"
+                for metric, value in values.items():
+                    rows.append(
+                        {
+                            "study": "cfd_dcpmm", "experiment": experiment,
+                            "workload": workload, "tier": tier, "tier_class": tier_class,
+                            "host": "h", "point": f"write_interval={interval}", **params,
+                            "repetition": rep, "phase": "measured", "started_at": started,
+                            "duration_s": 1.0, "slurm_job_id": "", "metric": metric,
+                            "value": value, "unit": "", "status": "ok", "reason": "",
+                        }
+                    )  # fmt: skip
+    return rows
+
+
+def study(**proxy) -> pd.DataFrame:
+    real = cfd_rows("openfoam", "openfoam_fidelity", files=FILES["openfoam"], seed=1)
+    made = cfd_rows("cfd_proxy", "proxy_fidelity", **{"files": FILES["openfoam"], **proxy})
+    return pd.DataFrame(real + made)
+
+
+def cfd_verdict(frame: pd.DataFrame, traced=()) -> dict:
+    out = fidelity.fidelity(frame, list(traced))
+    (entry,) = [p for p in out["proxies"] if p["proxy"] == "cfd_proxy"]
+    return entry
+
+
+def test_a_proxy_writing_one_file_fewer_per_write_differs():
+    entry = cfd_verdict(study(files=FILES["cfd_proxy"]))
+    assert entry["verdict"] == fidelity.DIFFERS
+    assert any(
+        "cfd_proxy writes 8 files per rank per write, openfoam 9 on shm" in r
+        for r in entry["reasons"]
+    )
+    files = [r for r in entry["rows"] if r["quantity"] == "files per write"]
+    assert {r["decision"] for r in files} == {fidelity.DIFFERS}
+    assert files[0]["proxy"] == 8 * RANKS and files[0]["real"] == 9 * RANKS
+
+
+def test_a_proxy_matching_within_3_percent_with_tight_repetitions_is_faithful():
+    entry = cfd_verdict(study(cost_factor=1.03, bytes_factor=0.97))
+    assert entry["verdict"] == fidelity.FAITHFUL, entry["reasons"]
+    costs = [r for r in entry["rows"] if r["quantity"] == "I/O cost per write"]
+    assert len(costs) == 2  # shm and disk
+    for line in costs:
+        assert line["ratio"] == pytest.approx(1.03, rel=0.03)
+        assert 0.9 <= line["low"] <= line["ratio"] <= line["high"] <= 1.1
+    (size,) = {r["ratio"] for r in entry["rows"] if r["quantity"] == "bytes per write"}
+    assert size == pytest.approx(0.97)
+
+
+def test_wide_noise_is_within_noise_not_a_verdict():
+    entry = cfd_verdict(study(cost_factor=1.03, noise=0.15, seed=3))
+    assert entry["verdict"] == fidelity.WITHIN_NOISE, entry["reasons"]
+    assert any("straddles the band" in r for r in entry["reasons"])
+
+
+def test_an_io_cost_twice_the_real_one_differs():
+    entry = cfd_verdict(study(cost_factor=2.0))
+    assert entry["verdict"] == fidelity.DIFFERS
+    assert any(r.startswith("I/O cost per write on disk") for r in entry["reasons"])
+
+
+def test_the_tier_ratio_of_each_is_set_side_by_side():
+    entry = cfd_verdict(study(cost_factor=1.03, bytes_factor=0.97))
+    (ratio,) = [r for r in entry["rows"] if r["section"] == "tier ratio"]
+    assert ratio["tier"] == "disk / shm"
+    expected = (BASE_TIME + REAL_COST["disk"]) / (BASE_TIME + REAL_COST["shm"])
+    assert ratio["real"] == pytest.approx(expected, rel=0.01)
+
+
+def test_without_the_real_application_nothing_is_compared():
+    frame = pd.DataFrame(cfd_rows("cfd_proxy", "proxy_fidelity", files=8))
+    entry = cfd_verdict(frame)
+    assert entry["verdict"] == fidelity.NOT_COMPARED
+    assert "no untraced points of cfd_proxy and openfoam" in entry["reasons"][0]
+
+
+def test_traced_points_give_the_call_mix_per_write_and_never_the_times():
+    calls = {"open": 9, "write": 20, "mkdir": 3, "fsync": 0}
+    real_calls = {"open": 10, "write": 20, "mkdir": 3, "fsync": 0}
+    frame = pd.concat(
+        [
+            study(cost_factor=1.03, bytes_factor=0.97),
+            pd.DataFrame(
+                cfd_rows("cfd_proxy", "proxy_traced", files=9, syscalls=calls, cost_factor=5)
+                + cfd_rows("openfoam", "openfoam_traced", files=9, syscalls=real_calls)
+            ),
+        ]
+    )
+    entry = cfd_verdict(frame)
+    # the traced proxy is five times slower: its times are not compared
+    assert entry["verdict"] == fidelity.FAITHFUL, entry["reasons"]
+    opens = [r for r in entry["rows"] if r["quantity"] == "open/create calls per write"]
+    assert {(r["proxy"], r["real"]) for r in opens} == {(9.0, 10.0)}
+    assert entry["syscalls"].startswith("counted with strace")
+    assert not any("open/create" in n for n in entry["notes"])  # 1 call and 10%: not a note
+    writes = [r for r in entry["rows"] if r["quantity"] == "write calls per write"]
+    assert {(r["proxy"], r["real"]) for r in writes} == {(20.0, 20.0)}
+
+
+def test_a_traced_experiment_without_strace_says_not_counted(tmp_path):
+    record = {
+        "spec": {"experiment": "proxy_traced", "workload": "cfd_proxy"},
+        "extra": {"syscalls": {"counted": False, "reason": "strace missing: not found on PATH"}},
+    }
+    path = tmp_path / "rep1.json"
+    path.write_text(json.dumps(record))
+    entry = cfd_verdict(study(cost_factor=1.03, bytes_factor=0.97), [path])
+    assert entry["syscalls"] == "not counted (strace missing)"
+
+
+def test_difference_ratio_interval_holds_the_estimate_and_knows_noise_from_nothing():
+    def s(values):
+        return intervals.sample(values)
+
+    tight = fidelity.difference_ratio(
+        s([1.20, 1.21, 1.19]), s([1.0, 1.0, 1.0]), s([1.10, 1.10, 1.10]), s([1.0, 1.0, 1.0])
+    )
+    assert tight.estimate == pytest.approx(2.0)
+    assert tight.low <= 2.0 <= tight.high
+    flat = fidelity.difference_ratio(s([1.0, 1.0]), s([1.0, 1.0]), s([1.1, 1.1]), s([1.0, 1.0]))
+    assert not flat.known and "proxy's time with output is not above" in flat.reason
+    one = fidelity.difference_ratio(s([1.2]), s([1.0]), s([1.1]), s([1.0]))
+    assert one.estimate == pytest.approx(2.0) and not one.known
+
+
+def fe_rows(workload: str, experiment: str, files: int, cost: float, baseline: dict) -> list:
+    rows = []
+    for with_output in (True, False):
+        params = {"population": 4, "generations": 2, "elite": 1, "seed": 1, "cores": 1,
+                  "elements": 3, "increments": 10, "max_strain": 0.02}  # fmt: skip
+        if not with_output:
+            params.update(baseline)
+        for rep in range(1, REPS + 1):
+            values = {
+                "eval_time_median": 0.2 + (cost if with_output else 0.0) + 1e-4 * rep,
+                "wall_time": 2.0 + 1e-3 * rep,
+                "evaluations": 8,
+                "files_written": files * 8,
+                "bytes_written": 200_000 * 8,
+            }
+            for metric, value in values.items():
+                rows.append(
+                    {
+                        "study": "fe_tmpfs", "experiment": experiment, "workload": workload,
+                        "tier": "shm", "tier_class": "shm", "host": "h",
+                        "point": f"out={with_output}", **params, "repetition": rep,
+                        "phase": "measured", "started_at": f"2026-01-01T01:{rep:02d}:00Z",
+                        "duration_s": 1.0, "slurm_job_id": "", "metric": metric,
+                        "value": value, "unit": "", "status": "ok", "reason": "",
+                    }
+                )  # fmt: skip
+    return rows
+
+
+def test_fe_proxy_is_compared_per_evaluation():
+    frame = pd.DataFrame(
+        fe_rows("calculix", "ccx", 6, 0.05, {"frd_every": 0})
+        + fe_rows("fe_proxy", "proxy", 10, 0.05, {"frd_every": 0})
+    )  # fmt: skip
+    (entry,) = fidelity.fidelity(frame)["proxies"]
+    assert entry["proxy"] == "fe_proxy" and entry["unit"] == "evaluation"
+    assert entry["verdict"] == fidelity.DIFFERS
+    assert "fe_proxy writes 10 files per evaluation, calculix 6 on shm" in entry["reasons"][0]
+    (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per evaluation"]
+    assert cost["ratio"] == pytest.approx(1.0) and cost["decision"] == "agrees"
+
+
+def test_the_command_line_writes_json_the_report_can_render(tmp_path):
+    frame = study(files=FILES["cfd_proxy"])
+    results, summary, out = tmp_path / "results.csv", tmp_path / "summary.csv", tmp_path / "f.json"
+    frame.to_csv(results, index=False)
+    pd.DataFrame(
+        [{"workload": "openfoam", "experiment": "x", "tier": "disk", "point": "p",
+          "metric": "status", "status": "failed", "reason": "simpleFoam exited with 1"}]
+    ).to_csv(summary, index=False)  # fmt: skip
+    assert (
+        fidelity.main(["--results", str(results), "--summary", str(summary), "--out", str(out)])
+        == 0
+    )
+    data = json.loads(out.read_text())
+    (entry,) = data["proxies"]
+    assert entry["verdict"] == fidelity.DIFFERS
+    assert [c["key"] for c in entry["columns"]][:3] == ["quantity", "tier", "shape"]
+    assert all(set(r["text"]) == {"proxy", "real", "ratio", "interval"} for r in entry["rows"])
+    assert data["failed_points"][0]["reason"] == "simpleFoam exited with 1"
+
+
+def test_points_without_a_baseline_are_shown_and_the_others_decide():
+    frame = study(cost_factor=1.03, bytes_factor=0.97)
+    more = pd.DataFrame(
+        cfd_rows("cfd_proxy", "main", files=9, cells=5000)
+        + cfd_rows("openfoam", "main_real", files=9, cells=5000)
+    )
+    more = more[more["write_interval"].astype(str) != "none"]
+    entry = cfd_verdict(pd.concat([frame, more]))
+    assert entry["verdict"] == fidelity.FAITHFUL, entry["reasons"]
+    unjudged = [r for r in entry["rows"] if r["note"] == "no baseline point of cfd_proxy"]
+    assert len(unjudged) == 2
+    only = cfd_verdict(more)
+    assert only["verdict"] == fidelity.WITHIN_NOISE
+    assert "no compared point has a no-output baseline" in only["reasons"][0]

@@ -1,0 +1,193 @@
+"""Counting a job's system calls with strace: the -c table, the categories, a real traced run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+from conftest import REPO, job_spec
+from tierbench import matrix, runner, syscalls
+from tierbench.errors import PointFailed
+from tierbench.records import metric
+
+# strace 6.1 on Debian 12, x86_64: `strace -f -c -o FILE sh -c 'mkdir -p /tmp/xx; echo hi >
+# /tmp/xx/a; mv /tmp/xx/a /tmp/xx/b; sync /tmp/xx/b; rm -r /tmp/xx'` (rows cut for length)
+CAPTURED = """\
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 60.12    0.008447        1055         8         4 wait4
+  8.45    0.001188           8       134        52 openat
+  6.95    0.000976           7       128        40 newfstatat
+  5.34    0.000751           6       119           mmap
+  4.16    0.000584           6        95           close
+  1.00    0.000141          70         2         1 mkdir
+  0.83    0.000117         117         1           fsync
+  0.81    0.000114           4        23           read
+  0.73    0.000102          51         2           unlinkat
+  0.66    0.000066           6        10           pread64
+  0.30    0.000030          30         1           renameat2
+  0.11    0.000016          16         1           write
+  0.00    0.000000           0         2           umask
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.014051          20       672       110 total
+"""
+
+# A process tree of two personalities: strace prints one table each (same columns).
+TWO_PERSONALITIES = """\
+System call usage summary for 64 bit mode:
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010           1        10         2 openat
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010           1        10         2 total
+System call usage summary for 32 bit mode:
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 60.00    0.000006           2         3           openat
+ 40.00    0.000004           4         1           fdatasync
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010           2         4           total
+strace: Process 4242 detached
+"""
+
+
+def test_parse_table_reads_every_row_but_the_total():
+    table = syscalls.parse_table(CAPTURED)
+    assert "total" not in table
+    assert len(table) == 13
+    assert table["openat"] == {"calls": 134, "errors": 52, "seconds": pytest.approx(0.001188)}
+    assert table["write"] == {"calls": 1, "errors": 0, "seconds": pytest.approx(0.000016)}
+
+
+def test_categories_group_the_file_system_calls():
+    counts = syscalls.categorise(syscalls.parse_table(CAPTURED))
+    assert counts == {
+        "open": 134,
+        "mkdir": 2,
+        "write": 1,
+        "read": 23 + 10,
+        "close": 95,
+        "unlink": 2,
+        "rename": 1,
+        "fsync": 1,
+        "stat": 128,
+    }
+    names = [m["metric"] for m in syscalls.metrics_of(syscalls.parse_table(CAPTURED))]
+    assert names == [f"syscalls_{c}" for c in syscalls.CATEGORIES]
+
+
+def test_tables_of_several_personalities_add_up():
+    table = syscalls.parse_table(TWO_PERSONALITIES)
+    assert table["openat"]["calls"] == 13 and table["openat"]["errors"] == 2
+    assert syscalls.categorise(table)["fsync"] == 1
+
+
+def test_parse_table_of_nothing_is_empty():
+    assert (
+        syscalls.parse_table("strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted")
+        == {}
+    )
+
+
+def known_calls(job):
+    """Three folders and a rename in this process, two folders and a rename in a child."""
+    folder = job.folder.path
+    for name in ("a", "b", "c"):
+        os.mkdir(folder / name)
+    os.rename(folder / "a", folder / "a2")
+    with open(folder / "f", "wb") as handle:
+        handle.write(b"x")
+        os.fsync(handle.fileno())
+    subprocess.run(["sh", "-c", "mkdir x y && mv x z"], cwd=folder, check=True)
+    return [metric("work", 1.0, "s")]
+
+
+needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+
+
+@needs_strace
+def test_a_traced_run_counts_the_calls_of_the_runner_and_its_children(tmp_path):
+    spec = job_spec("dd", tmp_path, {}, count_syscalls=True)
+    record = runner.run_job(spec, known_calls)
+    values = {m["metric"]: m["value"] for m in record["metrics"]}
+    assert values["work"] == 1.0
+    # exact: nothing else in the job makes folders or renames
+    assert values["syscalls_mkdir"] == 5
+    assert values["syscalls_rename"] == 2
+    assert values["syscalls_fsync"] >= 1
+    assert all(m["unit"] == "calls" for m in record["metrics"] if m["metric"] != "work")
+    note = record["extra"]["syscalls"]
+    assert note["counted"] is True
+    assert note["categories"]["mkdir"] == 5
+    assert note["table"]["fsync"]["calls"] >= 1
+    # the run folder's removal comes after run(job): not counted
+    assert values["syscalls_unlink"] == 0
+
+
+@needs_strace
+def test_a_failed_point_gets_no_counts_and_strace_lets_go(tmp_path):
+    def fails(job):
+        raise PointFailed("solver diverged")
+
+    record = runner.run_job(job_spec("dd", tmp_path, {}, count_syscalls=True), fails)
+    assert [m["status"] for m in record["metrics"]] == ["failed"]
+    # strace has detached: nothing traces this process any more
+    assert syscalls._tracer_pids(os.getpid()) == {0}
+
+
+def test_without_the_flag_nothing_is_traced(tmp_path):
+    record = runner.run_job(job_spec("dd", tmp_path, {}), known_calls)
+    assert [m["metric"] for m in record["metrics"]] == ["work"]
+    assert "syscalls" not in record["extra"]
+
+
+def test_missing_strace_runs_the_job_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(syscalls, "STRACE", "no-such-strace-here")
+    record = runner.run_job(job_spec("dd", tmp_path, {}, count_syscalls=True), known_calls)
+    assert [m["metric"] for m in record["metrics"]] == ["work"]
+    note = record["extra"]["syscalls"]
+    assert note["counted"] is False and note["reason"].startswith("strace missing")
+    assert "system calls not counted: strace missing" in capsys.readouterr().err
+
+
+def test_a_strace_that_cannot_attach_says_why(tmp_path, monkeypatch):
+    fake = tmp_path / "strace"
+    fake.write_text(
+        "#!/bin/sh\necho 'strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted' >&2\n"
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(syscalls, "STRACE", str(fake))
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    record = runner.run_job(job_spec("dd", tier, {}, count_syscalls=True), known_calls)
+    assert [m["metric"] for m in record["metrics"]] == ["work"]
+    reason = record["extra"]["syscalls"]["reason"]
+    assert reason == (
+        "strace could not attach: strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted"
+    )
+
+
+def test_the_experiment_flag_reaches_the_job_spec_through_the_plan(tmp_path):
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    experiment = {
+        "name": "timed",
+        "workload": "dd",
+        "tiers": ["shm"],
+        "params": {"block_size": "1M", "count": 4, "sync": "buffered"},
+    }
+    config["experiments"] = [experiment, {**experiment, "name": "traced", "count_syscalls": True}]
+    matrix.validate_config(config)
+    tiers = matrix.resolve_tiers(config, REPO / "config/hardware", str(tmp_path))
+    study = matrix.study_of(config)
+    points = matrix.expand_study(study, tiers, "default")
+    plan = matrix.study_plan(study, points, tiers)
+    specs = {p.experiment: matrix.plan_spec(plan, matrix.point_id(p), 1) for p in points}
+    assert specs["traced"]["count_syscalls"] is True
+    assert "count_syscalls" not in specs["timed"]
+    config["experiments"][1]["count_syscalls"] = "yes"
+    with pytest.raises(Exception, match="count_syscalls"):
+        matrix.validate_config(config)

@@ -1,0 +1,845 @@
+"""Does each proxy behave like the application it stands for? A table and a verdict per proxy.
+
+A study that holds a proxy and its real application (``cfd_proxy`` and
+``openfoam``, ``fe_proxy`` and ``calculix``) is compared point by point: a
+proxy point and a real point on the same tier with the same shape (the
+parameters of :data:`PAIRS`), side by side:
+
+- files and folders per write (per evaluation for FE), and bytes per write;
+- the mix of file-system calls per write, from an experiment with
+  ``count_syscalls: true`` (strace): (calls of the point - calls of its
+  no-write baseline) / writes; for FE, calls per evaluation;
+- the I/O cost per write: time per step with writes minus without (from
+  untraced experiments; a traced run's times mean nothing), times the steps
+  between writes; for FE, the evaluation time with field output minus without
+  (``frd_every: 0``: neither ccx nor a proxy of it runs with no output at all);
+- the tier ratio each sees: the headline time on a device tier / a RAM tier.
+
+The verdict: *faithful* when files and folders per write match and the 95%
+bootstrap interval (:mod:`tierbench.intervals`) of the proxy/real ratio of
+bytes per write and of the I/O cost per write lies within [0.9, 1.1] at every
+compared point; *differs* when a count differs or an interval lies wholly
+outside the band; *within noise* otherwise (an interval straddles a band
+edge, or a quantity could not be measured), with what was undecided.
+
+    python -m tierbench.fidelity --results results.csv --summary summary.csv \
+        --out fidelity.json [--traced rep1.json ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import intervals
+from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
+
+FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
+    "faithful",
+    "differs",
+    "within noise",
+    "not compared",
+)
+#: a ratio proxy/real agrees when its interval lies within this band
+BAND = (0.9, 1.1)
+RAM_CLASSES = ("shm", "tmpfs")
+DEVICE_CLASSES = ("disk", "ssd", "nvme", "hdd", "nfs", "lustre", "gpfs", "beegfs")
+#: files or folders per writer and write differing by less than this are the same count
+COUNT_TOLERANCE = 0.5
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A proxy, its real application, and how their points are matched and measured."""
+
+    proxy: str
+    real: str
+    #: per what the output is counted: "write" (CFD) or "evaluation" (FE)
+    unit: str
+    #: parameters that must be equal for two points to be compared
+    shape: tuple[str, ...]
+    #: per workload, the parameters that make a point the no-output (or minimal) baseline
+    baseline: dict = field(default_factory=dict)
+    #: time per unit whose difference to the baseline is the I/O cost
+    time_metric: str = ""
+    #: the time the tier ratio is taken of
+    headline: str = ""
+    files: str = ""
+    dirs: str | None = None
+    #: subtract the baseline's calls before dividing by the units (CFD: the solver's own calls)
+    subtract_baseline_calls: bool = True
+
+
+PAIRS = (
+    Pair(
+        proxy="cfd_proxy",
+        real="openfoam",
+        unit="write",
+        shape=(
+            "ranks", "cells_per_rank", "write_interval", "file_handler",
+            "ensemble", "write_format", "purge_write",
+        ),
+        baseline={"cfd_proxy": {"write_interval": "none"}, "openfoam": {"write_interval": "none"}},
+        time_metric="time_per_step",
+        headline="time_per_step",
+        files="files_created",
+        dirs="dirs_created",
+    ),
+    Pair(
+        proxy="fe_proxy",
+        real="calculix",
+        unit="evaluation",
+        shape=(
+            "population", "generations", "elite", "seed", "cores",
+            "elements", "increments", "max_strain",
+        ),
+        # neither can run with no output at all: the baseline is no field output (.frd)
+        baseline={"fe_proxy": {"frd_every": 0}, "calculix": {"frd_every": 0}},
+        time_metric="eval_time_median",
+        headline="wall_time",
+        files="files_written",
+        dirs=None,
+        subtract_baseline_calls=False,
+    ),
+)  # fmt: skip
+
+
+# ------------------------------------------------------------------ points of a study
+
+
+def _norm(value) -> str:
+    """A parameter as text that treats 1, 1.0 and "1" alike, and a missing value as ""."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+@dataclass
+class Point:
+    """One point of the study: its parameters and, per metric, a value per repetition."""
+
+    workload: str
+    experiment: str
+    tier: str
+    tier_class: str
+    name: str
+    params: dict
+    #: metric -> {repetition: value}
+    values: dict
+    #: repetition -> start time (s), for pairing repetitions
+    started: dict
+    traced: bool = False
+
+    def param(self, key: str) -> str:
+        return _norm(self.params.get(key))
+
+    def sample(self, metric: str) -> intervals.Sample | None:
+        reps = self.values.get(metric)
+        if not reps:
+            return None
+        order = sorted(reps)
+        started = [self.started.get(r, float("nan")) for r in order]
+        return intervals.sample([reps[r] for r in order], order, started)
+
+    def median(self, metric: str) -> float | None:
+        found = self.sample(metric)
+        return found.median if found is not None else None
+
+    def label(self) -> str:
+        return f"{self.workload}/{self.experiment}/{self.tier}/{self.name}"
+
+
+def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Point]:
+    """Measured, successful values of every point, by repetition."""
+    if results.empty:
+        return []
+    ok = results[(results["status"] == "ok") & (results["phase"] == "measured")].copy()
+    if ok.empty:
+        return []
+    ok["started_s"] = pd.to_datetime(ok["started_at"], utc=True, errors="coerce").map(
+        lambda t: t.timestamp() if not pd.isna(t) else float("nan")
+    )
+    fixed = {"study", "experiment", "workload", "tier", "tier_class", "host", "point"}
+    trailing = {"repetition", "phase", "started_at", "duration_s", "slurm_job_id", "metric"}
+    trailing |= {"value", "unit", "status", "reason", "started_s"}
+    param_columns = [c for c in ok.columns if c not in fixed | trailing]
+    points = []
+    keys = ["workload", "experiment", "tier", "point"]
+    for (workload, experiment, tier, name), rows in ok.groupby(keys, sort=True):
+        first = rows.iloc[0]
+        values: dict = {}
+        for row in rows.itertuples(index=False):
+            values.setdefault(row.metric, {})[int(row.repetition)] = float(row.value)
+        started = dict(zip(rows["repetition"].astype(int), rows["started_s"], strict=True))
+        traced = experiment in traced_experiments or any(
+            m.startswith(METRIC_PREFIX) for m in values
+        )
+        params = {c: first[c] for c in param_columns}
+        points.append(
+            Point(
+                workload,
+                experiment,
+                tier,
+                first["tier_class"],
+                name,
+                params,
+                values,
+                started,
+                traced,
+            )
+        )
+    return points
+
+
+# ------------------------------------------------------------------ matching
+
+
+def _is_baseline(point: Point, pair: Pair) -> bool:
+    wanted = pair.baseline.get(point.workload, {})
+    return bool(wanted) and all(point.param(k) == _norm(v) for k, v in wanted.items())
+
+
+def _shape(point: Point, keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(point.param(k) for k in keys)
+
+
+def shape_keys(pair: Pair, points: list[Point]) -> tuple[str, ...]:
+    """The pair's shape parameters that both workloads have (a missing one cannot be matched)."""
+    have = {
+        w: set().union(
+            *[{k for k, v in p.params.items() if _norm(v)} for p in points if p.workload == w]
+        )
+        for w in (pair.proxy, pair.real)
+    }
+    return tuple(k for k in pair.shape if k in have[pair.proxy] and k in have[pair.real])
+
+
+def baseline_of(
+    point: Point, pair: Pair, points: list[Point], keys: tuple[str, ...]
+) -> Point | None:
+    """The no-output baseline of a point: same workload, tier, shape and tracing; its own
+    experiment first."""
+    free = set(pair.baseline.get(point.workload, {}))
+    same = tuple(k for k in keys if k not in free)
+    found = [
+        b
+        for b in points
+        if b.workload == point.workload
+        and b.tier == point.tier
+        and b.traced == point.traced
+        and _is_baseline(b, pair)
+        and _shape(b, same) == _shape(point, same)
+    ]
+    found.sort(key=lambda b: (b.experiment != point.experiment, b.experiment, b.name))
+    return found[0] if found else None
+
+
+@dataclass
+class Match:
+    proxy: Point
+    real: Point
+    proxy_base: Point | None
+    real_base: Point | None
+
+    @property
+    def tier(self) -> str:
+        return self.proxy.tier
+
+
+def matches(pair: Pair, points: list[Point], traced: bool) -> list[Match]:
+    """Proxy and real points on the same tier with the same shape, none a baseline."""
+    keys = shape_keys(pair, points)
+    chosen = [p for p in points if p.traced == traced and not _is_baseline(p, pair)]
+    reals: dict = {}
+    for p in chosen:
+        if p.workload == pair.real:
+            reals.setdefault((p.tier, _shape(p, keys)), []).append(p)
+    found = []
+    for p in chosen:
+        if p.workload != pair.proxy:
+            continue
+        for r in reals.get((p.tier, _shape(p, keys)), []):
+            found.append(
+                Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
+            )
+    return found
+
+
+def shape_text(point: Point, keys: tuple[str, ...]) -> str:
+    return ", ".join(f"{k}={point.param(k)}" for k in keys)
+
+
+# ------------------------------------------------------------------ quantities
+
+
+def units_of(point: Point, pair: Pair) -> float | None:
+    """Writes (CFD: steps // write_interval) or evaluations (FE) of one run of the point."""
+    if pair.unit == "write":
+        interval = point.param("write_interval")
+        steps = point.param("steps")
+        if not interval or interval == "none" or not steps:
+            return None
+        return float(int(float(steps)) // int(float(interval)))
+    evaluations = point.median("evaluations")
+    if evaluations:
+        return evaluations
+    try:
+        return float(point.param("population")) * float(point.param("generations"))
+    except ValueError:
+        return None
+
+
+def writers_of(point: Point, pair: Pair) -> float:
+    """Who writes at one write: every rank of every member (uncollated), or each member's master."""
+    if pair.unit != "write":
+        return 1.0
+    ensemble = float(point.param("ensemble") or 1)
+    if point.param("file_handler") == "collated":
+        return ensemble
+    return float(point.param("ranks") or 1) * ensemble
+
+
+def per_unit(point: Point, pair: Pair, metric: str) -> float | None:
+    total, units = point.median(metric), units_of(point, pair)
+    if total is None or not units:
+        return None
+    return total / units
+
+
+def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample | None:
+    """A metric's repetitions divided by the point's units (bytes per write of each run)."""
+    found, units = point.sample(metric), units_of(point, pair)
+    if found is None or not units:
+        return None
+    return intervals.Sample(
+        tuple(v / units for v in found.values), found.repetitions, found.started
+    )
+
+
+def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
+    """Samples resampled together: those whose repetitions ran back to back (intervals.paired)."""
+    groups: list[list[int]] = []
+    for i, s in enumerate(samples):
+        for group in groups:
+            if intervals.paired(samples[group[0]], s):
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def difference_ratio(
+    a: intervals.Sample,
+    b: intervals.Sample,
+    c: intervals.Sample,
+    d: intervals.Sample,
+    *,
+    scale: float = 1.0,
+) -> intervals.Interval:
+    """(median a - median b) / (median c - median d) x scale, with a bootstrap interval.
+
+    The I/O cost ratio: (proxy with writes - without) / (real with writes -
+    without). Resampled as :func:`tierbench.intervals.product` does (seeded,
+    paired repetitions together). When a difference is not positive the
+    output cost is not measurable at that point and the interval says so.
+    """
+    samples = [a, b, c, d]
+    n = min(s.n for s in samples)
+    if n == 0:
+        return intervals.Interval(None, None, None, 0, reason="a point has no measured repetition")
+    top, bottom = a.median - b.median, c.median - d.median
+    if top <= 0 or bottom <= 0:
+        which = "the proxy's" if top <= 0 else "the real application's"
+        return intervals.Interval(
+            None, None, None, n, reason=f"{which} time with output is not above its baseline's"
+        )
+    estimate = top / bottom * scale
+    if n < intervals.MIN_REPETITIONS:
+        return intervals.Interval(
+            estimate, None, None, n, reason="needs at least 2 repetitions of each point"
+        )
+    rng = np.random.default_rng(intervals.SEED)
+    medians = np.empty((intervals.RESAMPLES, 4))
+    groups = _groups(samples)
+    for group in groups:
+        size = samples[group[0]].n
+        picks = rng.integers(0, size, size=(intervals.RESAMPLES, size))
+        for i in group:
+            medians[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = (medians[:, 0] - medians[:, 1]) / (medians[:, 2] - medians[:, 3]) * scale
+    if np.any(medians[:, 2] - medians[:, 3] <= 0):
+        return intervals.Interval(
+            estimate, None, None, n,
+            reason="the real application's output cost is within the noise of its baseline",
+        )  # fmt: skip
+    tail = (1 - intervals.LEVEL) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    is_paired = any(len(g) > 1 for g in groups)
+    return intervals.Interval(estimate, min(low, estimate), max(high, estimate), n, is_paired)
+
+
+def decide(interval: intervals.Interval) -> str:
+    """agrees, differs or within noise: where the ratio's interval lies against the band."""
+    if not interval.known:
+        return WITHIN_NOISE
+    if BAND[0] <= interval.low and interval.high <= BAND[1]:
+        return "agrees"
+    if interval.high < BAND[0] or interval.low > BAND[1]:
+        return DIFFERS
+    return WITHIN_NOISE
+
+
+# ------------------------------------------------------------------ the table
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if unit == "B":
+        for size, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if abs(value) >= size:
+                return f"{value / size:.3g} {name}"
+        return f"{value:.0f} B"
+    if unit == "s":
+        for size, name in ((1.0, "s"), (1e-3, "ms")):
+            if abs(value) >= size:
+                return f"{value / size:.3g} {name}"
+        return f"{value * 1e6:.3g} us"
+    text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{text} {unit}".strip()
+
+
+def _interval_text(interval: intervals.Interval | None) -> str:
+    if interval is None:
+        return ""
+    if not interval.known:
+        return f"unknown: {interval.reason}" if interval.reason else "unknown"
+    return f"{interval.low:.3f} - {interval.high:.3f}"
+
+
+def row(
+    section: str,
+    quantity: str,
+    match: Match | None,
+    keys: tuple[str, ...],
+    proxy: float | None,
+    real: float | None,
+    unit: str = "",
+    interval: intervals.Interval | None = None,
+    decision: str = "",
+    note: str = "",
+    where: str | None = None,
+) -> dict:
+    """One line of a proxy's table, with numbers and the text a report shows."""
+    ratio = interval.estimate if interval is not None else None
+    if ratio is None and proxy is not None and real:
+        ratio = proxy / real
+    return {
+        "section": section,
+        "quantity": quantity,
+        "tier": match.tier if match else "",
+        "shape": where if where is not None else (shape_text(match.proxy, keys) if match else ""),
+        "experiments": f"{match.proxy.experiment} / {match.real.experiment}" if match else "",
+        "proxy": proxy,
+        "real": real,
+        "unit": unit,
+        "ratio": ratio,
+        "low": interval.low if interval is not None else None,
+        "high": interval.high if interval is not None else None,
+        "n": interval.n if interval is not None else None,
+        "decision": decision,
+        "note": note,
+        "text": {
+            "proxy": _fmt(proxy, unit),
+            "real": _fmt(real, unit),
+            "ratio": "n/a" if ratio is None else f"{ratio:.3f}",
+            "interval": _interval_text(interval),
+        },
+    }
+
+
+COLUMNS = [
+    ("quantity", "What"),
+    ("tier", "Tier"),
+    ("shape", "Shape"),
+    ("proxy", "Proxy"),
+    ("real", "Real application"),
+    ("ratio", "Proxy / real"),
+    ("interval", "95% interval"),
+    ("decision", "Decision"),
+]
+
+
+@dataclass
+class Report:
+    """A proxy's table and what its verdict rests on."""
+
+    pair: Pair
+    keys: tuple[str, ...]
+    rows: list[dict] = field(default_factory=list)
+    differs: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    decided: int = 0
+    #: I/O cost comparisons made (points with a baseline of both)
+    costs: int = 0
+    #: shape parameters that differ between the compared points (named in the reasons)
+    varying: tuple[str, ...] = ()
+
+    def where(self, m: Match) -> str:
+        shape = shape_text(m.proxy, self.varying)
+        return f"on {m.tier}" + (f" ({shape})" if shape else "")
+
+
+def output_rows(report: Report, m: Match) -> None:
+    """Files, folders and bytes per write of a matched pair of points."""
+    pair, unit = report.pair, report.pair.unit
+    where = report.where(m)
+    counts = [("files", pair.files)] + ([("folders", pair.dirs)] if pair.dirs else [])
+    for what, metric_name in counts:
+        p, r = per_unit(m.proxy, pair, metric_name), per_unit(m.real, pair, metric_name)
+        if p is None or r is None:
+            missing = pair.proxy if p is None else pair.real
+            report.undecided.append(
+                f"{what} per {unit} {where}: {missing} reports no {metric_name}"
+            )
+            report.rows.append(row("output", f"{what} per {unit}", m, report.keys, p, r))
+            continue
+        wp, wr = writers_of(m.proxy, pair), writers_of(m.real, pair)
+        same = abs(p / wp - r / wr) < COUNT_TOLERANCE
+        decision = "match" if same else DIFFERS
+        if not same:
+            per = f"per rank per {unit}" if pair.unit == "write" else f"per {unit}"
+            report.differs.append(
+                f"{pair.proxy} writes {_fmt(p / wp)} {what} {per}, "
+                f"{pair.real} {_fmt(r / wr)} {where}"
+            )
+        note = f"per writer: {_fmt(p / wp)} vs {_fmt(r / wr)}" if max(wp, wr) > 1 else ""
+        report.rows.append(
+            row("output", f"{what} per {unit}", m, report.keys, p, r, decision=decision, note=note)
+        )
+    p_bytes = per_unit_sample(m.proxy, pair, "bytes_written")
+    r_bytes = per_unit_sample(m.real, pair, "bytes_written")
+    if p_bytes is None or r_bytes is None:
+        report.undecided.append(f"bytes per {unit} {where}: not reported by both")
+        return
+    interval = intervals.ratio(p_bytes, r_bytes)
+    decision = decide(interval)
+    _judge(report, f"bytes per {unit} {where}", interval, decision)
+    report.rows.append(
+        row(
+            "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
+            "B", interval, decision,
+        )
+    )  # fmt: skip
+
+
+def cost_rows(report: Report, m: Match) -> None:
+    """The I/O cost per write: with output minus without, for proxy and real side by side."""
+    pair, unit = report.pair, report.pair.unit
+    where = report.where(m)
+    quantity = f"I/O cost per {unit}"
+    if m.proxy_base is None or m.real_base is None:
+        # shown, not judged: the verdict needs at least one point with both baselines
+        missing = pair.proxy if m.proxy_base is None else pair.real
+        note = f"no baseline point of {missing}"
+        report.rows.append(row("I/O cost", quantity, m, report.keys, None, None, "s", note=note))
+        return
+    metric_name = pair.time_metric
+    samples = [p.sample(metric_name) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
+    if any(s is None for s in samples):
+        report.undecided.append(f"{quantity} {where}: no {metric_name} measured")
+        return
+    scale = 1.0
+    per = {}
+    for side, point, base in (("proxy", m.proxy, m.proxy_base), ("real", m.real, m.real_base)):
+        steps_per_write = _steps_per_write(point, pair)
+        per[side] = (point.median(metric_name) - base.median(metric_name)) * steps_per_write
+        if side == "proxy":
+            scale *= steps_per_write
+        else:
+            scale /= steps_per_write
+    interval = difference_ratio(*samples, scale=scale)
+    report.costs += 1
+    decision = decide(interval)
+    _judge(report, f"{quantity} {where}", interval, decision)
+    report.rows.append(
+        row(
+            "I/O cost", quantity, m, report.keys, per["proxy"], per["real"], "s", interval, decision
+        )
+    )
+
+
+def _steps_per_write(point: Point, pair: Pair) -> float:
+    """Time per step x steps between writes = time per write; FE times are per evaluation."""
+    if pair.unit != "write":
+        return 1.0
+    return float(point.param("write_interval"))
+
+
+def _judge(report: Report, what: str, interval: intervals.Interval, decision: str) -> None:
+    report.decided += 1
+    if decision == DIFFERS:
+        report.differs.append(
+            f"{what}: proxy / real {interval.estimate:.3f}, interval "
+            f"{_interval_text(interval)} lies outside {BAND[0]}-{BAND[1]}"
+        )
+    elif decision == WITHIN_NOISE:
+        if interval.known:
+            reason = f"interval {_interval_text(interval)} straddles the band {BAND[0]}-{BAND[1]}"
+        else:
+            reason = interval.reason or "no interval"
+        report.undecided.append(f"{what}: {reason}")
+
+
+def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str]) -> str:
+    """Calls per write and category, proxy beside real; returns what the counting status is."""
+    pair, unit = report.pair, report.pair.unit
+    if not traced:
+        reasons = sorted({not_counted[w] for w in (pair.proxy, pair.real) if w in not_counted})
+        status = (
+            f"not counted ({'; '.join(reasons)})"
+            if reasons
+            else "not counted (no traced experiment)"
+        )
+        report.notes.append(f"system calls per {unit}: {status}")
+        return status
+    for m in traced:
+        if pair.subtract_baseline_calls and (m.proxy_base is None or m.real_base is None):
+            report.notes.append(
+                f"system calls on {m.tier}: no traced baseline of "
+                f"{pair.proxy if m.proxy_base is None else pair.real}"
+            )
+            continue
+        for category in CATEGORIES:
+            name = f"{METRIC_PREFIX}{category}"
+            p = _calls_per_unit(m.proxy, m.proxy_base, pair, name)
+            r = _calls_per_unit(m.real, m.real_base, pair, name)
+            if p is None and r is None:
+                continue
+            report.rows.append(
+                row("system calls", f"{CATEGORY_LABELS[category]} calls per {unit}", m,
+                    report.keys, p, r)
+            )  # fmt: skip
+            if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
+                report.notes.append(
+                    f"{pair.proxy} makes {_fmt(p)} {CATEGORY_LABELS[category]} calls per {unit}, "
+                    f"{pair.real} {_fmt(r)} on {m.tier}"
+                )
+    return "counted with strace -f -c" + (
+        " (calls of the no-write baseline subtracted)" if pair.subtract_baseline_calls else ""
+    )
+
+
+def _calls_per_unit(point: Point, base: Point | None, pair: Pair, metric_name: str) -> float | None:
+    calls, units = point.median(metric_name), units_of(point, pair)
+    if calls is None or not units:
+        return None
+    if pair.subtract_baseline_calls:
+        base_calls = base.median(metric_name) if base is not None else None
+        if base_calls is None:
+            return None
+        calls -= base_calls
+    return calls / units
+
+
+def tier_rows(report: Report, timed: list[Match]) -> None:
+    """Device tier / RAM tier of the headline time, as the proxy sees it and as the real one."""
+    pair = report.pair
+    by_shape: dict = {}
+    for m in timed:
+        key = (m.proxy.experiment, m.real.experiment, _shape(m.proxy, report.keys))
+        by_shape.setdefault(key, {})[m.tier] = m
+    for found in by_shape.values():
+        fast = [t for t, m in found.items() if m.proxy.tier_class in RAM_CLASSES]
+        slow = [t for t, m in found.items() if m.proxy.tier_class in DEVICE_CLASSES]
+        for s in sorted(slow):
+            for f in sorted(fast):
+                ms, mf = found[s], found[f]
+                samples = [
+                    ms.proxy.sample(pair.headline), mf.proxy.sample(pair.headline),
+                    ms.real.sample(pair.headline), mf.real.sample(pair.headline),
+                ]  # fmt: skip
+                if any(x is None for x in samples):
+                    continue
+                proxy = intervals.ratio(samples[0], samples[1])
+                real = intervals.ratio(samples[2], samples[3])
+                both = intervals.ratio_of_ratios(*samples)
+                where = shape_text(ms.proxy, report.keys)
+                line = row(
+                    "tier ratio", f"{pair.headline}, {s} / {f}", ms, report.keys,
+                    proxy.estimate, real.estimate, "x", both, decide(both),
+                    note=f"proxy {_interval_text(proxy)}, real {_interval_text(real)}", where=where,
+                )  # fmt: skip
+                line["tier"] = f"{s} / {f}"
+                report.rows.append(line)
+
+
+def _baseline_text(pair: Pair) -> str:
+    return "; ".join(
+        f"{w}: " + ", ".join(f"{k}={v}" for k, v in params.items())
+        for w, params in pair.baseline.items()
+    )
+
+
+def verdict(report: Report) -> tuple[str, list[str]]:
+    pair = report.pair
+    if report.differs:
+        return DIFFERS, report.differs
+    if report.costs == 0:
+        report.undecided.append(
+            f"I/O cost per {pair.unit}: no compared point has a no-output baseline of both "
+            f"{pair.proxy} and {pair.real} ({_baseline_text(pair)})"
+        )
+    if report.decided == 0:
+        return WITHIN_NOISE, report.undecided or [f"nothing of {pair.proxy} could be compared"]
+    if report.undecided:
+        return WITHIN_NOISE, report.undecided
+    return FAITHFUL, [
+        f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
+        f"cost per {pair.unit} agree within {BAND[0]}-{BAND[1]} (95% intervals) at every "
+        "compared point"
+    ]
+
+
+def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dict | None:
+    """A proxy's table and verdict, or None when the study holds neither of the pair."""
+    workloads = {p.workload for p in points}
+    if pair.proxy not in workloads and pair.real not in workloads:
+        return None
+    keys = shape_keys(pair, points)
+    report = Report(pair, keys)
+    timed, traced = matches(pair, points, traced=False), matches(pair, points, traced=True)
+    report.varying = tuple(k for k in keys if len({m.proxy.param(k) for m in timed + traced}) > 1)
+    for m in timed:
+        output_rows(report, m)
+        cost_rows(report, m)
+    counting = syscall_rows(report, traced, not_counted)
+    tier_rows(report, timed)
+    if not timed:
+        status = NOT_COMPARED
+        reasons = [
+            f"no untraced points of {pair.proxy} and {pair.real} on the same tier with the same "
+            f"shape ({', '.join(pair.shape)})"
+        ]
+    else:
+        status, reasons = verdict(report)
+    return {
+        "proxy": pair.proxy,
+        "real": pair.real,
+        "unit": pair.unit,
+        "shape": list(keys),
+        "verdict": status,
+        "reasons": reasons,
+        "notes": report.notes,
+        "syscalls": counting,
+        "compared_points": len(timed),
+        "columns": [{"key": k, "title": t} for k, t in COLUMNS],
+        "rows": report.rows,
+    }
+
+
+# ------------------------------------------------------------------ command line
+
+
+def traced_notes(paths: list[str]) -> tuple[set[str], dict[str, str]]:
+    """From raw records of traced experiments: their names, and per workload why calls were
+    not counted (when they were not)."""
+    experiments, reasons = set(), {}
+    for path in paths:
+        try:
+            record = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"cannot read raw record {path}: {error}") from None
+        spec, note = record["spec"], record.get("extra", {}).get("syscalls")
+        experiments.add(spec["experiment"])
+        if note and not note.get("counted"):
+            reason = note.get("reason", "")
+            reasons[spec["workload"]] = (
+                "strace missing" if reason.startswith("strace missing") else reason
+            )
+    return experiments, reasons
+
+
+def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
+    experiments, not_counted = traced_notes(list(traced_paths))
+    points = load_points(results, experiments)
+    study = str(results["study"].iloc[0]) if not results.empty else ""
+    proxies = [c for pair in PAIRS if (c := compare(pair, points, not_counted)) is not None]
+    return {
+        "study": study,
+        "band": list(BAND),
+        "level": intervals.LEVEL,
+        "verdicts": {
+            FAITHFUL: "files and folders per write match; bytes and I/O cost per write agree "
+            "within 10% (the 95% interval of proxy / real lies within 0.9-1.1)",
+            DIFFERS: "a count differs, or an interval lies wholly outside 0.9-1.1",
+            WITHIN_NOISE: "an interval straddles the band or a quantity was not measured: "
+            "the data cannot decide",
+        },
+        "proxies": proxies,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True, help="the study's results.csv")
+    parser.add_argument("--summary", required=True, help="the study's summary.csv")
+    parser.add_argument("--out", required=True, help="fidelity.json to write")
+    parser.add_argument(
+        "--traced", nargs="*", default=[], help="raw records of the traced experiments"
+    )
+    args = parser.parse_args(argv)
+    try:
+        results = pd.read_csv(args.results, low_memory=False)
+        summary = pd.read_csv(args.summary, low_memory=False)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"cannot read the study's tables: {error}") from None
+    data = fidelity(results, args.traced)
+    data["failed_points"] = failed_points(summary)
+    out = Path(args.out)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=_json) + "\n")
+    tmp.replace(out)
+    for entry in data["proxies"]:
+        print(f"{entry['proxy']} vs {entry['real']}: {entry['verdict']}", file=sys.stderr)
+        for reason in entry["reasons"]:
+            print(f"  {reason}", file=sys.stderr)
+    return 0
+
+
+def failed_points(summary: pd.DataFrame) -> list[dict]:
+    """Points of the compared workloads without a number, and why (shown beside the table)."""
+    names = {w for pair in PAIRS for w in (pair.proxy, pair.real)}
+    if summary.empty or "status" not in summary.columns:
+        return []
+    rows = summary[(summary["metric"] == "status") & summary["workload"].isin(names)]
+    return [
+        {k: str(r[k]) for k in ("workload", "experiment", "tier", "point", "status", "reason")}
+        for _, r in rows.iterrows()
+    ]
+
+
+def _json(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"not JSON: {type(value)}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

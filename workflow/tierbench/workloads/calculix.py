@@ -1,0 +1,733 @@
+"""calculix: document 000's optimisation with the real solver, CalculiX's ``ccx``.
+
+The same genetic algorithm as ``fe_proxy`` (``ga``: population, generations,
+elite, seed; the evaluations of a generation on ``cores`` worker processes)
+fits the same parameters (E, yield stress, Voce saturation stress; same
+bounds and true values) of an elasto-plastic bar, but every evaluation is a
+real CalculiX analysis:
+
+1. its own folder under the job's run folder on the tier, with the deck
+   ``job.inp`` written into it (one buffered write, no fsync);
+2. ``ccx job`` in that folder, single-threaded (``OMP_NUM_THREADS=1`` and
+   CalculiX's own ``CCX_NPROC_*`` set to 1), its standard output in ``job.log``
+   in the folder (``solver_log: file``, as a batch script redirects it) or
+   captured in memory (``pipe``);
+3. the force-displacement curve read back from ``job.dat`` (``*NODE PRINT``
+   of the total reaction force on the loaded face and of the displacement of
+   one loaded node, every increment) and scored against the target curve;
+4. the folder listed (every file ccx left, with its size) and deleted.
+
+The model: a bar of ``elements`` C3D8 bricks along its length, its square
+cross-section tapering as ``fe_model``'s bar does (so elements yield one after
+the other), symmetry planes on three faces, pulled by a prescribed
+displacement to ``max_strain`` and back to zero (``*AMPLITUDE``), with
+``NLGEOM`` and a ``*PLASTIC`` table sampled from the Voce-plus-linear hardening
+law. The step runs in ``increments`` increments of 1/``increments`` each under
+ccx's automatic incrementation: an increment that does not converge is cut
+back, as implicit codes do (fixed increments, ``*STATIC, DIRECT``, were
+tried: ccx then stops with "solution seems to diverge" as soon as the first
+elements of a 10-element bar yield at 40 increments), so a hard evaluation
+takes, and writes, more increments. The curve is interpolated in step time
+onto the ``increments`` grid before scoring. Field output goes to ``job.frd``
+every ``frd_every`` increments (0: none requested): U and RF (``frd_fields:
+nodal``) and S, E, PEEQ as well (``full``). The target curve is made once per
+job by the same ccx with the true parameters (plus optional ``noise``), before
+the optimisation's clock starts.
+
+Failures: an evaluation whose ccx fails (non-zero exit, ``*ERROR`` lines, no
+or truncated ``job.dat``) is a *failed evaluation*: infinite misfit (the GA
+ranks it last, as an optimiser treats an aborted analysis), its one-line
+reason kept in the record and counted in ``failed_evaluations``. The point
+fails (``PointFailed``) when the target run fails or every evaluation does.
+A file-system error (a full tier) propagates; the folder is deleted either way.
+
+Times per evaluation: ``solver_time`` is the wall time of the ``ccx`` process
+(start to exit); ``fs_time`` is this workload's own file-system calls around
+it (mkdir, deck write, opening the log, reading ``job.dat`` back, listing the
+folder, deleting it); ``eval_time`` is the whole evaluation. ccx's own writes
+(.frd, .dat, .sta, .cvg, its log) happen inside its process time and cannot be
+separated from its computation without tracing it (``strace -f -c``); its
+kernel CPU time (``solver_sys_time``, from the child's rusage) is an upper
+hint of them, as it also holds thread start-up and page faults. Nothing is
+fsync'd: ccx does not, and neither does this workload, so the writes land in
+the page cache. ``bytes_written`` counts the final size of every file in the
+folder (the deck, the log and ccx's files: ccx only appends, so this is what
+it wrote); ``files_written`` counts them. The listing does not see the
+scratch files ccx makes and deletes at its start (.fcv, .cel,
+job_WarnNodeMissMultiStage.nam) nor its reopening of files: traced with
+``strace -f`` (ccx 2.20, 1 element, 10 increments, full .frd every increment),
+one analysis made 91 write calls (67 KB: .frd 22, .cvg 22, log 26, .sta 10,
+.dat 10, .nam 1), reopened .frd in append mode every increment and
+spooles.out (empty) 22 times, unlinked 7 files, and never called fsync,
+rename or mkdir.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PointFailed, PointNotApplicable, PointSkipped
+from ..records import metric
+from ..runner import Job
+from . import Tool, Workload, fe_model, fe_proxy, ga
+
+#: the fitted parameters, their bounds, units and true values: fe_proxy's, for a fair comparison
+BOUNDS = fe_proxy.BOUNDS
+UNITS = fe_proxy.UNITS
+TRUTH = fe_proxy.TRUTH
+CCX = "ccx"
+JOB = "job"
+INSTALL_HINT = (
+    "install CalculiX (Debian: apt-get install calculix-ccx) or load a site module providing ccx"
+)
+#: single-threaded ccx: OpenMP and CalculiX's own thread counts
+SOLVER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "CCX_NPROC_EQUATION_SOLVER": "1",
+    "CCX_NPROC_STIFFNESS": "1",
+    "CCX_NPROC_RESULTS": "1",
+}
+#: points of the *PLASTIC table, from zero plastic strain to PLASTIC_RANGE x max_strain
+PLASTIC_POINTS = 16
+PLASTIC_RANGE = 5.0
+#: ccx's automatic incrementation: increments may be cut down to this fraction of
+#: 1/increments, and a step may take this many times ``increments`` in all
+MIN_INCREMENT_FRACTION = 1e-4
+MAX_INCREMENTS_FACTOR = 20
+FRD_FIELDS = {"nodal": ("U, RF",), "full": ("U, RF", "S, E, PEEQ")}
+SOLVER_LOGS = ("file", "pipe")
+
+
+@dataclass(frozen=True)
+class Model:
+    """The analysed bar: mesh, loading and what ccx is asked to write."""
+
+    elements: int = 10
+    increments: int = 40
+    max_strain: float = 0.02
+    frd_every: int = 1
+    frd_fields: str = "full"
+    length: float = fe_model.LENGTH
+    area: float = fe_model.AREA
+    taper: float = fe_model.TAPER
+
+    @property
+    def nodes(self) -> int:
+        return 4 * (self.elements + 1)
+
+    @property
+    def tip(self) -> int:
+        """The loaded node whose displacement is printed: the far corner of the last section."""
+        return 4 * self.elements + 3
+
+
+@dataclass(frozen=True)
+class Settings:
+    cores: int
+    ga: ga.Settings
+    model: Model
+    noise: float
+    solver_log: str
+    oversubscribe: bool
+
+
+def _defaults() -> dict:
+    from .. import matrix
+
+    return matrix.schema_defaults("calculix")
+
+
+def _integer(p: dict, name: str, minimum: int) -> int:
+    value = p[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer (got {value!r})")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum} (got {value})")
+    return value
+
+
+def _number(p: dict, name: str, low: float, high: float) -> float:
+    value = p[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a number (got {value!r})")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high} (got {value})")
+    return float(value)
+
+
+def _choice(p: dict, name: str, choices) -> str:
+    if p[name] not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)} (got {p[name]!r})")
+    return p[name]
+
+
+def settings(params: dict) -> Settings:
+    """Parameters with the schema's defaults filled in, checked; ValueError names the parameter."""
+    defaults = _defaults()
+    known = set(defaults) | {"cores"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"unknown parameters {unknown} (known: {sorted(known)})")
+    if "cores" not in params:
+        raise ValueError("cores is required: the number of worker processes")
+    p = {**defaults, **params}
+    population = _integer(p, "population", 2)
+    elite = _integer(p, "elite", 0)
+    if elite >= population:
+        raise ValueError(f"elite must be smaller than population (got {elite} >= {population})")
+    model = Model(
+        elements=_integer(p, "elements", 1),
+        increments=_integer(p, "increments", 1),
+        max_strain=_number(p, "max_strain", 1e-9, 0.5),
+        frd_every=_integer(p, "frd_every", 0),
+        frd_fields=_choice(p, "frd_fields", FRD_FIELDS),
+    )
+    if not isinstance(p["oversubscribe"], bool):
+        raise ValueError(f"oversubscribe must be true or false (got {p['oversubscribe']!r})")
+    return Settings(
+        cores=_integer(p, "cores", 1),
+        ga=ga.Settings(
+            population=population,
+            generations=_integer(p, "generations", 1),
+            elite=elite,
+            seed=_integer(p, "seed", 0),
+        ),
+        model=model,
+        noise=_number(p, "noise", 0.0, 1.0),
+        solver_log=_choice(p, "solver_log", SOLVER_LOGS),
+        oversubscribe=p["oversubscribe"],
+    )
+
+
+def check_params(params: dict) -> None:
+    settings(params)
+
+
+def threads(params: dict) -> int:
+    """One worker process (one single-threaded ccx) per core."""
+    return int(params["cores"])
+
+
+# ---------------------------------------------------------------- the deck
+
+
+def plastic_table(material: fe_model.Material, model: Model) -> list[tuple[float, float]]:
+    """(yield stress, plastic strain) pairs of the hardening law, for *PLASTIC."""
+    strains = np.linspace(0.0, PLASTIC_RANGE * model.max_strain, PLASTIC_POINTS)
+    return [(float(material.yield_stress(e)), float(e)) for e in strains]
+
+
+def _mesh(model: Model) -> list[str]:
+    """Nodes and C3D8 elements of the bar along x; a square section of area A(x) per station."""
+    lines = ["*NODE, NSET=NALL"]
+    for i in range(model.elements + 1):
+        x = model.length * i / model.elements
+        s = math.sqrt(model.area * (1.0 - model.taper * x / model.length))
+        base = 4 * i
+        for k, (y, z) in enumerate(((0.0, 0.0), (s, 0.0), (s, s), (0.0, s))):
+            lines.append(f"{base + k + 1}, {x:.9g}, {y:.9g}, {z:.9g}")
+    lines.append("*ELEMENT, TYPE=C3D8, ELSET=EALL")
+    for e in range(model.elements):
+        a = 4 * e
+        lines.append(", ".join(str(n) for n in [e + 1, *range(a + 1, a + 9)]))
+    return lines
+
+
+def _node_set(name: str, nodes) -> list[str]:
+    nodes = list(nodes)
+    rows = [", ".join(str(n) for n in nodes[i : i + 16]) for i in range(0, len(nodes), 16)]
+    return [f"*NSET, NSET={name}", *rows]
+
+
+def deck(model: Model, material: fe_model.Material, label: str = "") -> str:
+    """The CalculiX input deck of one analysis with ``material``'s parameters."""
+    stations = range(model.elements + 1)
+    step = 1.0 / model.increments
+    peak = model.max_strain * model.length
+    lines = [
+        "*HEADING",
+        f"tierbench calculix {label}: tapered elasto-plastic bar, {model.elements} C3D8 elements",
+        *_mesh(model),
+        *_node_set("X0", range(1, 5)),
+        *_node_set("Y0", [4 * i + k for i in stations for k in (1, 4)]),
+        *_node_set("Z0", [4 * i + k for i in stations for k in (1, 2)]),
+        *_node_set("LOAD", range(4 * model.elements + 1, 4 * model.elements + 5)),
+        *_node_set("TIP", [model.tip]),
+        "*MATERIAL, NAME=FIT",
+        "*ELASTIC",
+        f"{material.E:.10g}, 0.3",
+        "*PLASTIC",
+        *(f"{stress:.10g}, {strain:.10g}" for stress, strain in plastic_table(material, model)),
+        "*SOLID SECTION, ELSET=EALL, MATERIAL=FIT",
+        "*AMPLITUDE, NAME=PULL",
+        "0., 0., 0.5, 1., 1., 0.",
+        f"*STEP, NLGEOM, INC={MAX_INCREMENTS_FACTOR * model.increments}",
+        "*STATIC",
+        f"{step:.12g}, 1., {step * MIN_INCREMENT_FRACTION:.12g}, {step:.12g}",
+        "*BOUNDARY",
+        "X0, 1, 1, 0.",
+        "Y0, 2, 2, 0.",
+        "Z0, 3, 3, 0.",
+        "*BOUNDARY, AMPLITUDE=PULL",
+        f"LOAD, 1, 1, {peak:.12g}",
+        "*NODE PRINT, NSET=LOAD, TOTALS=ONLY",
+        "RF",
+        "*NODE PRINT, NSET=TIP",
+        "U",
+    ]
+    if model.frd_every:
+        fields = FRD_FIELDS[model.frd_fields]
+        lines += [f"*NODE FILE, FREQUENCY={model.frd_every}", fields[0]]
+        if len(fields) > 1:
+            lines += [f"*EL FILE, FREQUENCY={model.frd_every}", fields[1]]
+    lines.append("*END STEP")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- reading ccx's output
+
+_FORCE = re.compile(r"^\s*total force \(fx,fy,fz\) for set LOAD and time\s+(\S+)", re.IGNORECASE)
+_DISPLACEMENT = re.compile(
+    r"^\s*displacements \(vx,vy,vz\) for set TIP and time\s+(\S+)", re.IGNORECASE
+)
+
+
+@dataclass
+class Curve:
+    time: np.ndarray
+    displacement: np.ndarray
+    force: np.ndarray
+
+
+def _floats(line: str, count: int) -> list[float] | None:
+    try:
+        values = [float(v) for v in line.split()]
+    except ValueError:
+        return None
+    return values if len(values) == count else None
+
+
+def read_curve(dat: str) -> Curve:
+    """The force-displacement curve in ccx's ``job.dat``; PointFailed when it is incomplete.
+
+    Every converged increment prints two blocks: the total force on set LOAD
+    (fx fy fz) and the displacement of the TIP node (node vx vy vz). A block
+    whose data line is missing or cut short, force and displacement blocks at
+    different times, or a last block before the step's end (time 1) is a
+    truncated file.
+    """
+    force: dict[float, float] = {}
+    displacement: dict[float, float] = {}
+    lines = dat.splitlines()
+    for i, line in enumerate(lines):
+        for pattern, into, count, column in (
+            (_FORCE, force, 3, 0),
+            (_DISPLACEMENT, displacement, 4, 1),
+        ):
+            match = pattern.match(line)
+            if not match:
+                continue
+            data = next((text for text in lines[i + 1 : i + 4] if text.strip()), "")
+            values = _floats(data, count)
+            if values is None:
+                raise PointFailed(f"ccx's .dat is truncated: no data after '{line.strip()}'")
+            into[float(match.group(1))] = values[column]
+    times = sorted(force)
+    if not times:
+        raise PointFailed("ccx's .dat holds no force output")
+    if sorted(displacement) != times:
+        raise PointFailed(
+            f"ccx's .dat is truncated: {len(times)} force but {len(displacement)} "
+            "displacement blocks"
+        )
+    if abs(times[-1] - 1.0) > 1e-6:
+        raise PointFailed(
+            f"ccx's .dat is truncated: its last increment ends at {times[-1]:g}, not 1"
+        )
+    return Curve(
+        time=np.array(times),
+        displacement=np.array([displacement[t] for t in times]),
+        force=np.array([force[t] for t in times]),
+    )
+
+
+def on_grid(curve: Curve, increments: int) -> np.ndarray:
+    """The force at the end of each of ``increments`` equal increments (linear in step time)."""
+    grid = np.arange(1, increments + 1) / increments
+    return np.interp(
+        grid, np.concatenate(([0.0], curve.time)), np.concatenate(([0.0], curve.force))
+    )
+
+
+def solver_failure(returncode: int, log: str) -> str | None:
+    """Why a ccx run failed, in one line (its first ``*ERROR`` message), or None if it did not.
+
+    ccx exits with status 201 after an ``*ERROR``; the message may continue on
+    the lines after it, up to the next blank line.
+    """
+    lines = log.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("*ERROR")), None)
+    if returncode == 0 and start is None:
+        return None
+    if start is not None:
+        words = []
+        for line in lines[start : start + 4]:
+            if not line.strip() or (words and line.lstrip().startswith("*")):
+                break
+            words.append(line.strip())
+        message = " ".join(" ".join(words).split())
+        return f"ccx: {message[:240]}"
+    if returncode < 0:
+        return f"ccx was killed by signal {-returncode}"
+    return f"ccx exited with status {returncode} without an *ERROR message"
+
+
+# ---------------------------------------------------------------- one ccx run
+
+
+@dataclass
+class Run:
+    """What one ccx run in its own folder left and cost."""
+
+    returncode: int = -1
+    log: str = ""
+    dat: str | None = None
+    files: dict[str, int] = field(default_factory=dict)
+    solver_time: float = 0.0
+    solver_user_time: float = 0.0
+    solver_sys_time: float = 0.0
+    fs_time: float = 0.0
+
+
+def solver_command() -> list[str]:
+    return [CCX, JOB]
+
+
+def run_ccx(folder: str, deck_text: str, solver_log: str) -> Run:
+    """Write the deck into a new ``folder``, run ccx there, read back, list and delete the folder.
+
+    The folder is gone afterwards whatever happens; a file-system error propagates.
+    """
+    run = Run()
+    env = {**os.environ, **SOLVER_ENV}
+    log_handle = None
+    try:
+        began = time.perf_counter()
+        os.mkdir(folder)
+        with open(os.path.join(folder, f"{JOB}.inp"), "w") as handle:
+            handle.write(deck_text)
+        if solver_log == "file":
+            log_handle = open(os.path.join(folder, f"{JOB}.log"), "wb")  # noqa: SIM115
+        run.fs_time += time.perf_counter() - began
+
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        done = subprocess.run(
+            solver_command(),
+            cwd=folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_handle if log_handle is not None else subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+        run.solver_time = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run.solver_user_time = after.ru_utime - usage.ru_utime
+        run.solver_sys_time = after.ru_stime - usage.ru_stime
+        run.returncode = done.returncode
+
+        began = time.perf_counter()
+        if log_handle is not None:
+            log_handle.close()
+            log_handle = None
+            with open(os.path.join(folder, f"{JOB}.log"), "rb") as handle:
+                run.log = handle.read().decode(errors="replace")
+        else:
+            run.log = done.stdout.decode(errors="replace")
+        try:
+            with open(os.path.join(folder, f"{JOB}.dat")) as handle:
+                run.dat = handle.read()
+        except FileNotFoundError:
+            run.dat = None
+        with os.scandir(folder) as entries:
+            run.files = {e.name: e.stat().st_size for e in entries if e.is_file()}
+        run.fs_time += time.perf_counter() - began
+    finally:
+        if log_handle is not None:
+            log_handle.close()
+        began = time.perf_counter()
+        shutil.rmtree(folder, ignore_errors=True)
+        run.fs_time += time.perf_counter() - began
+    return run
+
+
+def curve_of(run: Run) -> Curve:
+    """The run's force-displacement curve, or PointFailed with the one-line reason."""
+    reason = solver_failure(run.returncode, run.log)
+    if reason:
+        raise PointFailed(reason)
+    if run.dat is None:
+        raise PointFailed(f"ccx wrote no {JOB}.dat")
+    return read_curve(run.dat)
+
+
+# ---------------------------------------------------------------- one evaluation
+
+_WORKER: dict = {}
+
+
+def init_worker(model: Model, target: np.ndarray, solver_log: str) -> None:
+    """Pool initializer: what every evaluation of a run shares."""
+    _WORKER.update(model=model, target=target, solver_log=solver_log)
+
+
+def material_of(parameters: dict) -> fe_model.Material:
+    return fe_model.Material(**{**TRUTH.as_dict(), **parameters})
+
+
+def evaluate(task: dict) -> dict:
+    """One CalculiX analysis in ``task['folder']``; returns its record (a failure included)."""
+    model, target = _WORKER["model"], _WORKER["target"]
+    start = time.perf_counter()
+    text = deck(model, material_of(task["parameters"]), task["label"])
+    run = run_ccx(task["folder"], text, _WORKER["solver_log"])
+    record = {
+        "label": task["label"],
+        "parameters": task["parameters"],
+        "ok": False,
+        "error": "",
+        "misfit": math.inf,
+        "increments": 0,
+    }
+    try:
+        curve = curve_of(run)
+    except PointFailed as error:
+        record["error"] = str(error)
+    else:
+        force = on_grid(curve, model.increments)
+        record.update(ok=True, misfit=fe_model.misfit(force, target), increments=len(curve.time))
+    record.update(
+        eval_time=time.perf_counter() - start,
+        solver_time=run.solver_time,
+        solver_user_time=run.solver_user_time,
+        solver_sys_time=run.solver_sys_time,
+        fs_time=run.fs_time,
+        bytes=sum(run.files.values()),
+        files=len(run.files),
+        file_sizes=run.files,
+    )
+    return record
+
+
+# ---------------------------------------------------------------- the optimisation
+
+
+def target_curve(config: Settings, root: Path) -> np.ndarray:
+    """The 'measured' curve: ccx with the true parameters, plus relative noise."""
+    text = deck(config.model, TRUTH, "target")
+    run = run_ccx(str(root / "target"), text, config.solver_log)
+    try:
+        force = on_grid(curve_of(run), config.model.increments)
+    except PointFailed as error:
+        raise PointFailed(f"the target run with the true parameters failed: {error}") from None
+    if config.noise:
+        rng = np.random.default_rng(config.ga.seed + 7919)
+        force = force + rng.normal(0.0, config.noise * float(np.max(np.abs(force))), force.shape)
+    return force
+
+
+def optimise(config: Settings, root: Path, target: np.ndarray, log=lambda message: None) -> dict:
+    """The whole GA, evaluations in folders under ``root``; the timings and every evaluation."""
+    names = list(BOUNDS)
+    low = [BOUNDS[n][0] for n in names]
+    high = [BOUNDS[n][1] for n in names]
+    evaluations: list[dict] = []
+    context = multiprocessing.get_context("fork")
+    start = time.perf_counter()
+    with context.Pool(
+        config.cores, initializer=init_worker, initargs=(config.model, target, config.solver_log)
+    ) as pool:
+
+        def batch(rows: np.ndarray, generation: int) -> list[float]:
+            tasks = [
+                {
+                    "folder": str(root / f"g{generation + 1:02d}-e{i + 1:03d}"),
+                    "label": f"g{generation + 1:02d}-e{i + 1:03d}",
+                    "parameters": {n: float(v) for n, v in zip(names, row, strict=True)},
+                }
+                for i, row in enumerate(rows)
+            ]
+            began = time.perf_counter()
+            done = pool.map(evaluate, tasks, chunksize=1)
+            evaluations.extend(done)
+            failed = sum(not r["ok"] for r in done)
+            log(
+                f"generation {generation + 1}/{config.ga.generations}: {len(done)} ccx runs "
+                f"on {config.cores} workers in {time.perf_counter() - began:.2f} s, "
+                f"best misfit {min(r['misfit'] for r in done):.3f} %, {failed} failed"
+            )
+            return [r["misfit"] for r in done]
+
+        result = ga.optimise(batch, low, high, config.ga)
+    return {
+        "wall_time": time.perf_counter() - start,
+        "evaluations": evaluations,
+        "best": dict(zip(names, (float(v) for v in result.best), strict=True)),
+        "best_misfit": result.best_fitness,
+        "history": result.history,
+    }
+
+
+def summary_metrics(outcome: dict) -> list[dict]:
+    """fe_proxy's names where the meaning is the same; solver/fs split under their own names."""
+    evals = outcome["evaluations"]
+    ok = [e for e in evals if e["ok"]]
+
+    def median(key: str) -> float:
+        return statistics.median(e[key] for e in evals)
+
+    fs_sum = sum(e["fs_time"] for e in evals)
+    eval_sum = sum(e["eval_time"] for e in evals)
+    metrics = [
+        metric("wall_time", outcome["wall_time"], "s"),
+        metric("evaluations", len(evals), "evaluations"),
+        metric("failed_evaluations", len(evals) - len(ok), "evaluations"),
+        metric("eval_time_median", median("eval_time"), "s"),
+        metric("eval_time_max", max(e["eval_time"] for e in evals), "s"),
+        metric("eval_solver_time_median", median("solver_time"), "s"),
+        metric("eval_solver_sys_time_median", median("solver_sys_time"), "s"),
+        metric("eval_fs_time_median", median("fs_time"), "s"),
+        metric("eval_fs_time_max", max(e["fs_time"] for e in evals), "s"),
+        metric("solver_time_sum", sum(e["solver_time"] for e in evals), "s"),
+        metric("fs_time_sum", fs_sum, "s"),
+        metric("fs_share", 100.0 * fs_sum / max(eval_sum, 1e-12), "%"),
+        metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
+        metric("bytes_per_evaluation", median("bytes"), "B"),
+        metric("files_written", sum(e["files"] for e in evals), "files"),
+        metric("files_per_evaluation", median("files"), "files"),
+    ]
+    if ok:
+        increments = statistics.median(e["increments"] for e in ok)
+        metrics.append(metric("solver_increments_median", increments, "increments"))
+    if math.isfinite(outcome["best_misfit"]):
+        metrics.append(metric("best_misfit", outcome["best_misfit"], "%"))
+        for name, value in outcome["best"].items():
+            truth = getattr(TRUTH, name)
+            metrics.append(metric(f"best_{name}", value, UNITS[name]))
+            metrics.append(metric(f"error_{name}", 100.0 * (value - truth) / truth, "%"))
+    return metrics
+
+
+# ---------------------------------------------------------------- space on the tier
+
+#: bytes of one .frd field block per node and its header (measured on ccx 2.20: a U or RF
+#: line is 49 bytes a node, S and E 85, PEEQ 25; a block header about 400 bytes), with margin
+FRD_NODE_BYTES = {"nodal": 2 * 64, "full": 2 * 64 + 2 * 100 + 40}
+FRD_BLOCK_BYTES = 600
+#: increments ccx may take in all, per increment asked (cutbacks: 1.5x was seen at the bounds)
+CUTBACK_MARGIN = 2
+#: per increment: .dat blocks, a .sta line, .cvg lines and the solver log, with margin
+TEXT_BYTES_PER_INCREMENT = 4096
+FIXED_BYTES = 64 * 1024
+
+
+def evaluation_bytes(model: Model) -> int:
+    """An upper estimate of what one evaluation has on the tier at its end."""
+    increments = CUTBACK_MARGIN * model.increments
+    frames = increments // model.frd_every if model.frd_every else 0
+    blocks = len(FRD_FIELDS[model.frd_fields][0].split(",")) + (
+        3 if model.frd_fields == "full" else 0
+    )
+    frame = model.nodes * FRD_NODE_BYTES[model.frd_fields] + blocks * FRD_BLOCK_BYTES
+    mesh = 200 * (model.nodes + model.elements)  # the deck and the .frd's mesh
+    return FIXED_BYTES + mesh + frames * frame + increments * TEXT_BYTES_PER_INCREMENT
+
+
+def planned_bytes(params: dict) -> int:
+    """Bytes on the tier at once: one analysis per worker, and the target run before them."""
+    config = settings(params)
+    return config.cores * evaluation_bytes(config.model)
+
+
+# ---------------------------------------------------------------- the job
+
+
+def _json_value(value):
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, float):
+        return round(value, 9) if math.isfinite(value) else None
+    return value
+
+
+def run(job: Job) -> list[dict]:
+    config = settings(job.params)
+    if job.folder is None:
+        raise PointNotApplicable("calculix writes solver files; the void tier has no folder")
+    if shutil.which(CCX) is None:
+        raise PointSkipped(f"{CCX} is not on PATH: {INSTALL_HINT}")
+    cpus = fe_proxy.available_cpus()
+    if config.cores > cpus and not config.oversubscribe:
+        raise PointSkipped(
+            f"cores={config.cores} is more than the {cpus} CPUs this job may use; "
+            "set oversubscribe: true to run more workers than cores"
+        )
+    job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
+    model = config.model
+    job.log(
+        f"GA: population {config.ga.population}, {config.ga.generations} generations, "
+        f"{config.cores} workers; ccx: {model.elements} C3D8 elements, {model.increments} "
+        f"increments, .frd every {model.frd_every} ({model.frd_fields}); "
+        f"at most about {evaluation_bytes(model)} B per evaluation"
+    )
+    root = Path(job.folder.path)
+    target = target_curve(config, root)
+    outcome = optimise(config, root, target, job.log)
+    evals = outcome["evaluations"]
+    ok = [e for e in evals if e["ok"]]
+    if not ok:
+        raise PointFailed(
+            f"all {len(evals)} ccx evaluations failed; the first: {evals[0]['error']}"
+        )
+    job.log(
+        f"optimisation took {outcome['wall_time']:.2f} s; {len(evals) - len(ok)} of "
+        f"{len(evals)} evaluations failed; best misfit {outcome['best_misfit']:.3f} %, "
+        f"parameters {outcome['best']}"
+    )
+    job.extra["evaluation_files"] = dict(sorted(ok[0]["file_sizes"].items()))
+    job.extra["solver_env"] = dict(SOLVER_ENV)
+    job.extra["deck_lines"] = deck(model, TRUTH).count("\n")
+    job.extra["truth"] = {n: getattr(TRUTH, n) for n in BOUNDS}
+    job.extra["best"] = outcome["best"]
+    job.extra["history"] = outcome["history"]
+    job.extra["cpus"] = cpus
+    job.extra["evaluations"] = [
+        {k: _json_value(v) for k, v in e.items() if k != "file_sizes"} for e in evals
+    ]
+    return summary_metrics(outcome)
+
+
+WORKLOAD = Workload(
+    name="calculix",
+    summary="document 000's GA with the real solver: every evaluation one CalculiX (ccx) analysis",
+    run=run,
+    family="fe",
+    env="calculix",
+    tools=(Tool(CCX, "calculix-ccx", version=("-v",)),),
+    check_params=check_params,
+    planned_bytes=planned_bytes,
+    threads=threads,
+)
