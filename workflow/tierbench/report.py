@@ -1,8 +1,11 @@
-"""results/report.html: one self-contained page per run of the pipeline.
+"""results/<machine>/report.html: one self-contained page per run of the pipeline.
 
-Figures are embedded as PNG (base64), tables are rendered from summary.csv,
-and every study shows the host and tiers its numbers came from, so the page
-can be mailed around without the results folder.
+The first screen answers the question: per experiment, the tiers ranked by
+what each buys a job, with its uncertainty (:mod:`tierbench.answer`); then the
+verdicts on the documents' lessons; then the details. Figures are embedded as
+PNG (base64), tables are HTML (copyable, sortable), and every study shows the
+host and tiers its numbers came from, so the page can be mailed around
+without the results folder.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, is_undefined, select_autoescape
 
 from . import __version__
+from .answer import answers
 from .records import utc_now
 from .units import format_size
 
@@ -53,8 +57,10 @@ def load_figures(study_dir: Path) -> list[dict]:
 
 def medians_table(summary: pd.DataFrame) -> list[dict]:
     ok = summary[summary["status"] == "ok"]
+    cache = ok["page_cache"] if "page_cache" in ok.columns else pd.Series("", index=ok.index)
     rows = []
-    for row in ok.itertuples():
+    cache = cache.astype(object).where(cache.notna(), "").astype(str)
+    for row, page_cache in zip(ok.itertuples(), cache, strict=True):
         rows.append(
             {
                 "experiment": row.experiment,
@@ -64,6 +70,8 @@ def medians_table(summary: pd.DataFrame) -> list[dict]:
                 "metric": row.metric,
                 "unit": row.unit,
                 "median": number(row.median),
+                "median_value": row.median,
+                "page_cache": page_cache.replace("_", " "),
                 "range": f"{number(row.min)} – {number(row.max)}",
                 "ci": f"{number(row.ci_low)} – {number(row.ci_high)}",
                 "n": int(row.n),
@@ -105,18 +113,38 @@ def node_rows(study_dir: Path, results: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def study_context(results_dir: Path, study: str) -> dict:
+def cache_points(summary: pd.DataFrame) -> list[dict]:
+    """Device-tier points whose numbers could have come from the page cache alone."""
+    if "page_cache" not in summary.columns:
+        return []
+    flagged = summary[summary["page_cache"].astype(str) == "may_stay_in_memory"]
+    return flagged.drop_duplicates(["experiment", "tier", "point"])[
+        ["experiment", "tier", "point"]
+    ].to_dict("records")
+
+
+def read_json(path: Path, default):
+    return json.loads(path.read_text()) if path.exists() else default
+
+
+def study_context(results_dir: Path, study: str, workloads: dict | None = None) -> dict:
     study_dir = results_dir / study
     summary = pd.read_csv(study_dir / "summary.csv")
     results = pd.read_csv(study_dir / "results.csv")
     provenance = json.loads((study_dir / "provenance" / "tiers.json").read_text())
     nodes = node_rows(study_dir, results)
     problems = summary[summary["status"] != "ok"]
-    verdict_path = study_dir / "verdict.json"
-    verdicts = json.loads(verdict_path.read_text())["verdicts"] if verdict_path.exists() else []
-    preflight_path = study_dir / "preflight.json"
-    preflight = json.loads(preflight_path.read_text()) if preflight_path.exists() else {}
+    verdicts = read_json(study_dir / "verdict.json", {"verdicts": []})["verdicts"]
+    preflight = read_json(study_dir / "preflight.json", {})
+    plan = read_json(study_dir / "plan.json", {"points": {}})
+    descriptions = {p["experiment"]: p.get("description", "") for p in plan["points"].values()}
+    traced = {p["experiment"] for p in plan["points"].values() if p.get("count_syscalls")}
     return {
+        "run_id": read_json(study_dir / "run.json", {}).get("run_id", ""),
+        "answers": [a.as_dict() for a in answers(results, workloads or {}, descriptions, traced)],
+        "fidelity": read_json(study_dir / "fidelity.json", {}).get("proxies", []),
+        "more_repetitions": read_json(study_dir / "repetitions.json", {"lessons": []}),
+        "cache_points": cache_points(summary),
         "verdicts": verdicts,
         "warnings": preflight.get("warnings", []),
         "id": study,
@@ -137,8 +165,15 @@ def study_context(results_dir: Path, study: str) -> dict:
 
 
 def render(
-    results_dir: Path, studies: list[str], titles: dict[str, str], extra=None, scale: str = ""
+    results_dir: Path,
+    studies: list[str],
+    titles: dict[str, str],
+    extra=None,
+    scale: str = "",
+    machine: str = "",
 ) -> str:
+    from .workloads import registry
+
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"])
     )
@@ -149,7 +184,7 @@ def render(
     env.filters["number"] = number
     contexts = []
     for study in studies:
-        context = study_context(results_dir, study)
+        context = study_context(results_dir, study, registry())
         context["title"] = titles.get(study, study)
         contexts.append(context)
     return env.get_template("report.html.j2").render(
@@ -158,6 +193,7 @@ def render(
         version=__version__,
         extra=extra or {},
         scale=scale,
+        machine=machine or results_dir.name,
     )
 
 
