@@ -1,0 +1,473 @@
+"""Item 3: what does fe_proxy's own output code cost an evaluation, beyond its calls?
+
+Each evaluation of the ``fe_tmpfs`` optimisation (population 30 x 2
+generations, 10 elements, 40 increments, 1 worker) runs twice back to back:
+with every file written to /dev/null through fe_proxy's own Disk (the void:
+the same calls, no storage) and with output off (the same solve, no files),
+the order alternating. The void run still makes every file-system call of
+the application's output pattern (CalculiX's: ~1,000 calls an evaluation),
+which no proxy of that application can leave out. So the reference is output
+off plus those calls made from C: ``bench/fe_replay.c`` replays the calls
+each evaluation made (recorded once, from a traced run of the same
+optimisation, so it follows the proxy when the pattern changes) on /dev/null,
+in the same rounds as the rest. Goal: void / (off + C replay) at most 1.05,
+median over the evaluations. Beside it, for the reader: void / off (which
+includes the application's own calls), whole optimisation runs of each mode
+(seconds apart, so the machine's drift is in them), the compute share of an
+evaluation as fe_proxy reports it and as the solve's own compute, and what
+/dev/shm costs next to output off.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import statistics
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from harness import REPO, TIER, log, rotated, row
+from tierbench.rundir import RunFolder
+from tierbench.workloads import fe_model, fe_proxy
+
+SIZES = {
+    # the fe_tmpfs study's optimisation: population 30, 2 generations; the C replay
+    # runs every evaluation's calls `repeats` times a round (the median counts)
+    "full": {"fe": {"cores": 1}, "rounds": 15, "repeats": 5},
+    "tiny": {
+        "fe": {"cores": 1, "population": 4, "generations": 1, "elements": 3, "increments": 10},
+        "rounds": 2,
+        "repeats": 3,
+    },
+}
+
+
+class VoidDisk(fe_proxy.Disk):
+    """fe_proxy's Disk with every file opened on /dev/null: the same calls, no storage.
+
+    No folder is made or removed; the deck, the only file the solver reads
+    back, is kept in memory for that.
+    """
+
+    def __init__(self, root, fsync):
+        super().__init__(root, fsync)
+        self.kept: dict[str, bytes] = {}
+
+    def target(self, path) -> str:
+        super().target(path)  # the same check
+        return os.devnull
+
+    def mkdir(self) -> None:
+        pass
+
+    def remove(self) -> None:
+        pass
+
+    def create(self, path, parts) -> int:
+        if path.endswith(".inp"):
+            self.kept[path] = b"".join(bytes(p) for p in parts)
+        return super().create(path, parts)
+
+    def read(self, path) -> bytes:
+        start = time.perf_counter()
+        data = self.kept[path]
+        self.seconds += time.perf_counter() - start
+        return data
+
+
+def evaluate_output_off(task: dict) -> dict:
+    """Output off: the same solve (parameters rounded as the deck writes them), no files."""
+    bar, target = fe_proxy._WORKER["bar"], fe_proxy._WORKER["target"]
+    parameters = {k: float(f"{v:.12e}") for k, v in task["parameters"].items()}
+    material = replace(fe_proxy.TRUTH, **parameters)
+    start = time.perf_counter()
+    record = {
+        "label": task["label"], "parameters": task["parameters"], "ok": False, "error": "",
+        "misfit": math.inf, "iterations": 0, "cutbacks": 0,
+    }  # fmt: skip
+    try:
+        solution = fe_model.solve(bar, material)
+    except fe_model.ConvergenceError as error:
+        record["error"] = str(error)
+    else:
+        record.update(
+            ok=True,
+            misfit=fe_model.misfit(solution.force, target),
+            iterations=sum(solution.iterations),
+            cutbacks=solution.cutbacks,
+        )
+    seconds = time.perf_counter() - start
+    record.update(eval_time=seconds, io_time=0.0, compute_time=seconds, bytes=0, files=0)
+    return record
+
+
+_SOLVE = fe_model.solve
+_EVALUATE = fe_proxy.evaluate
+_LAST_SOLVE: dict = {}
+
+
+def _solve_watched(*args, **kwargs):
+    solution = _SOLVE(*args, **kwargs)
+    _LAST_SOLVE["compute_time"] = solution.compute_time  # the solve alone, output excluded
+    return solution
+
+
+def _evaluate_watched(task: dict) -> dict:
+    _LAST_SOLVE.clear()
+    record = _EVALUATE(task)
+    record["solve_time"] = _LAST_SOLVE.get("compute_time", math.nan)
+    return record
+
+
+def evaluate_paired(task: dict) -> dict:
+    """One evaluation run twice back to back: output off and output to the void.
+
+    The order alternates from one evaluation to the next. The two runs see
+    the same state of a noisy machine, which whole runs of each mode, seconds
+    apart, do not. Returns the void run's record with both wall times.
+    """
+    order = ("off", "void") if int(task["label"][-3:]) % 2 else ("void", "off")
+    records, walls = {}, {}
+    for mode in order:
+        start = time.perf_counter()
+        records[mode] = evaluate_output_off(task) if mode == "off" else _EVALUATE(task)
+        walls[mode] = time.perf_counter() - start
+    if records["off"]["misfit"] != records["void"]["misfit"]:
+        raise RuntimeError(f"{task['label']}: output off and void solved differently")
+    return {**records["void"], "off_wall": walls["off"], "void_wall": walls["void"]}
+
+
+# ---------------------------------------------------------------- the calls, traced for C
+
+#: the file calls fe_proxy makes through ``os``, wrapped while an evaluation is traced
+TRACED = ("open", "write", "writev", "read", "lseek", "fsync", "close", "unlink", "mkdir")
+
+
+class CallTrace:
+    """Every file call made while active, as lines of bench/fe_replay.c's trace.
+
+    Descriptors are renumbered to the lowest free slot, so the trace does not
+    depend on what else the process has open. A call the replay cannot make
+    on /dev/null (a path elsewhere, an unlink, a mkdir) stops the trace: the
+    void tier must have sent everything to /dev/null.
+    """
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.slots: dict[int, int] = {}
+        self.real = {name: getattr(os, name) for name in TRACED}
+
+    def __enter__(self) -> CallTrace:
+        wrappers = {
+            "open": self._open, "write": self._sized("w", "write"),
+            "read": self._sized("r", "read"), "writev": self._writev, "lseek": self._lseek,
+            "fsync": self._plain("s", "fsync"), "close": self._close,
+            "unlink": self._refused("unlink"), "mkdir": self._refused("mkdir"),
+        }  # fmt: skip
+        for name, wrapper in wrappers.items():
+            setattr(os, name, wrapper)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, real in self.real.items():
+            setattr(os, name, real)
+
+    def _slot(self, fd: int) -> int:
+        if fd not in self.slots:
+            raise RuntimeError(f"traced call on descriptor {fd}, not opened while tracing")
+        return self.slots[fd]
+
+    def _open(self, path, flags, mode=0o777, **kwargs):
+        if os.fspath(path) != os.devnull:
+            raise RuntimeError(f"traced open of {path}: the void sends every file to /dev/null")
+        fd = self.real["open"](path, flags, mode, **kwargs)
+        used = set(self.slots.values())
+        self.slots[fd] = next(i for i in range(len(used) + 1) if i not in used)
+        self.lines.append(f"o {flags} {self.slots[fd]}")
+        return fd
+
+    def _sized(self, letter: str, name: str):
+        def call(fd, data):
+            result = self.real[name](fd, data)
+            size = result if isinstance(result, int) else len(result)
+            self.lines.append(f"{letter} {self._slot(fd)} {size}")
+            return result
+
+        return call
+
+    def _writev(self, fd, buffers):
+        sizes = [memoryview(b).nbytes for b in buffers]
+        result = self.real["writev"](fd, buffers)
+        if result != sum(sizes):
+            raise RuntimeError("a short writev on /dev/null")
+        self.lines.append(f"v {self._slot(fd)} {len(sizes)} {' '.join(map(str, sizes))}")
+        return result
+
+    def _lseek(self, fd, offset, whence):
+        result = self.real["lseek"](fd, offset, whence)
+        self.lines.append(f"l {self._slot(fd)} {offset} {whence}")
+        return result
+
+    def _plain(self, letter: str, name: str):
+        def call(fd):
+            self.lines.append(f"{letter} {self._slot(fd)}")
+            return self.real[name](fd)
+
+        return call
+
+    def _close(self, fd):
+        slot = self._slot(fd)
+        self.real["close"](fd)
+        del self.slots[fd]
+        self.lines.append(f"c {slot}")
+
+    @staticmethod
+    def _refused(name: str):
+        def call(path, *args, **kwargs):
+            raise RuntimeError(f"traced {name} of {path}: not a call of the void tier")
+
+        return call
+
+
+def evaluate_traced(task: dict) -> dict:
+    """An evaluation to the void with its file calls traced (timing: none of its figures)."""
+    with CallTrace() as trace:
+        record = _EVALUATE(task)
+    return {**record, "trace": trace.lines}
+
+
+def record_trace(config, path: Path) -> list[dict]:
+    """Trace every evaluation of the optimisation to the void into ``path``; what each made."""
+    with fe_mode("traced"):
+        outcome = fe_proxy.optimise(config, path.parent)
+    evaluations = outcome["evaluations"]
+    path.write_text("".join("e\n" + "".join(f"{x}\n" for x in e["trace"]) for e in evaluations))
+    return [{"calls": len(e["trace"]), "bytes": e["bytes"]} for e in evaluations]
+
+
+def compile_replay(folder: Path) -> Path:
+    binary = folder / "fe_replay"
+    subprocess.run(
+        ["gcc", "-O2", "-o", str(binary), str(REPO / "bench" / "fe_replay.c")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return binary
+
+
+def c_replay(binary: Path, trace: Path, repeats: int) -> list[dict]:
+    """The traced calls made from C on /dev/null: per evaluation, seconds, calls, bytes."""
+    done = subprocess.run(
+        [str(binary), str(trace), os.devnull, str(repeats)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    rows = [line.split() for line in done.stdout.splitlines()]
+    return [{"seconds": float(t), "calls": int(c), "bytes": int(b)} for t, c, b in rows]
+
+
+# ---------------------------------------------------------------- the modes
+
+
+@contextmanager
+def fe_mode(mode: str):
+    """fe_proxy set up for a mode before the pool forks: output off, to the void, or to a tier.
+
+    With output on, each evaluation also reports the solve's own compute time
+    (fe_model's, the output callbacks excluded) beside fe_proxy's figures;
+    ``paired`` runs every evaluation output off and to the void, back to back;
+    ``traced`` records the void's file calls for the C replay.
+    """
+    disk, evaluate, solve = fe_proxy.Disk, fe_proxy.evaluate, fe_model.solve
+    if mode == "off":
+        fe_proxy.evaluate = evaluate_output_off
+    elif mode == "paired":  # no watching: nothing of the bench's own in the measured runs
+        fe_proxy.evaluate, fe_proxy.Disk = evaluate_paired, VoidDisk
+    elif mode == "traced":
+        fe_proxy.evaluate, fe_proxy.Disk = evaluate_traced, VoidDisk
+    else:
+        fe_proxy.evaluate, fe_model.solve = _evaluate_watched, _solve_watched
+        if mode == "void":
+            fe_proxy.Disk = VoidDisk
+    try:
+        yield
+    finally:
+        fe_proxy.Disk, fe_proxy.evaluate, fe_model.solve = disk, evaluate, solve
+
+
+def fe_run(config, mode: str) -> dict:
+    with RunFolder(TIER, f"bench-fe-{mode}") as folder, fe_mode(mode):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        outcome = fe_proxy.optimise(config, folder.path)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the pool's workers, reaped
+    evaluations = outcome["evaluations"]
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    paired = [e for e in evaluations if "off_wall" in e]
+    return {
+        "wall": outcome["wall_time"],
+        "cpu": cpu,
+        "misfit": outcome["best_misfit"],
+        "compute_share": statistics.median(e["compute_time"] / e["eval_time"] for e in evaluations),
+        "solve_share": statistics.median(
+            e.get("solve_time", e["compute_time"]) / e["eval_time"] for e in evaluations
+        ),
+        "eval_time": statistics.median(e["eval_time"] for e in evaluations),
+        "bytes": statistics.median(e["bytes"] for e in evaluations),
+        "pairs": [(e["off_wall"], e["void_wall"]) for e in paired],
+        "made": [{"calls": sum(e["calls"].values()), "bytes": e["bytes"]} for e in paired],
+    }
+
+
+FE_MODES = ("off", "void", "shm", "paired", "replay")
+
+
+def measure(mode: str, scratch: Path, goal) -> list[dict]:
+    size = SIZES[mode]
+    config = fe_proxy.settings(size["fe"])
+    trace = scratch / "calls.trace"
+    made = record_trace(config, trace)
+    replay = (compile_replay(scratch), trace, size["repeats"])
+    runs = run_rounds(config, size["rounds"], replay)
+    for r in runs["paired"] + runs["replay"]:
+        if r["made"] != made:
+            raise RuntimeError("the C replay and the proxy's evaluations made different calls")
+    return overhead_rows(config, runs, goal)
+
+
+def run_rounds(config, rounds: int, replay: tuple) -> dict[str, list[dict]]:
+    """Every mode once a round, in a different order each round; the runs per mode."""
+    runs = {fe: [] for fe in FE_MODES}
+    for round_ in range(rounds):
+        for fe in rotated(FE_MODES, round_):
+            if fe == "replay":
+                done = c_replay(*replay)
+                runs[fe].append(
+                    {
+                        "seconds": [e["seconds"] for e in done],
+                        "made": [{"calls": e["calls"], "bytes": e["bytes"]} for e in done],
+                    }
+                )
+            else:
+                runs[fe].append(fe_run(config, fe))
+        misfits = {fe: runs[fe][-1]["misfit"] for fe in runs if fe != "replay"}
+        if len(set(misfits.values())) != 1:
+            raise RuntimeError(f"the runs found different optima: {misfits}")
+        log(
+            f"3 round {round_ + 1}: wall off {runs['off'][-1]['wall']:.3f} s, "
+            f"void {runs['void'][-1]['wall']:.3f} s, shm {runs['shm'][-1]['wall']:.3f} s, "
+            f"paired {runs['paired'][-1]['wall']:.3f} s, C replay "
+            f"{sum(runs['replay'][-1]['seconds']) * 1e3:.1f} ms"
+        )
+    return runs
+
+
+def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
+    """The item's rows: the goal on the pairs, then whole runs and compute shares."""
+
+    def of(mode, key):
+        return [r[key] for r in runs[mode]]
+
+    def ratios(key, mode="void"):
+        return [a / b for a, b in zip(of(mode, key), of("off", key), strict=True)]
+
+    def median(mode, key):
+        return statistics.median(of(mode, key))
+
+    pairs = [pair for r in runs["paired"] for pair in r["pairs"]]
+    # each evaluation's C replay from the same round, in the same (the GA's) order
+    calls_s = [t for r in runs["replay"] for t in r["seconds"]]
+    off_sum, void_sum, calls_sum = sum(p[0] for p in pairs), sum(p[1] for p in pairs), sum(calls_s)
+    made = runs["replay"][0]["made"]
+    c, b = config.ga, config.bar
+    what = (
+        f"GA population {c.population} x {c.generations} generations on {config.cores} worker, "
+        f"{b.elements} elements, {b.increments} increments, "
+        f"{median('shm', 'bytes') / 1e6:.2f} MB per evaluation, output as "
+        f"{config.output.model}"
+    )
+    calls = (
+        f"{statistics.median(m['calls'] for m in made):.0f} file calls per evaluation "
+        f"(median), replayed from C in {statistics.median(calls_s) * 1e3:.2f} ms (median)"
+    )
+    return [
+        row(
+            3,
+            "fe_harness_overhead",
+            "FE proxy evaluation wall time, output to the void (/dev/null) / (output off "
+            "+ the same file calls made from C on /dev/null), back to back",
+            "ratio",
+            [void / (off + t) for (off, void), t in zip(pairs, calls_s, strict=True)],
+            goal,
+            f"{len(pairs)} evaluations in {len(runs['paired'])} rounds; summed: void "
+            f"{void_sum:.2f} s / (off {off_sum:.2f} s + C calls {calls_sum:.3f} s) = "
+            f"{void_sum / (off_sum + calls_sum):.3f}; {calls}; {what}",
+            off_s=[p[0] for p in pairs],
+            void_s=[p[1] for p in pairs],
+            c_calls_s=calls_s,
+        ),
+        row(
+            3,
+            "fe_void_over_off",
+            "FE proxy evaluation wall time, void / output off, back to back: includes the "
+            "application's own file calls",
+            "ratio",
+            [void / off for off, void in pairs],
+            None,
+            f"summed: void {void_sum:.2f} s / off {off_sum:.2f} s = {void_sum / off_sum:.3f}; "
+            f"the calls alone, from C, are {100 * calls_sum / off_sum:.1f} % of output off",
+        ),
+        row(
+            3,
+            "fe_harness_overhead_runs",
+            "FE proxy optimisation wall time, void / output off, whole runs of each",
+            "ratio",
+            ratios("wall"),
+            None,
+            f"off {median('off', 'wall'):.2f} s, void {median('void', 'wall'):.2f} s (medians); "
+            "the runs are a second apart, so the machine's noise between runs is in the ratio",
+            off_s=of("off", "wall"),
+            void_s=of("void", "wall"),
+            off_cpu_s=of("off", "cpu"),
+            void_cpu_s=of("void", "cpu"),
+        ),
+        row(
+            3,
+            "fe_compute_share_void",
+            "FE proxy compute share of an evaluation as it reports it "
+            "(compute_time / eval_time), void",
+            "share",
+            of("void", "compute_share"),
+            None,
+            "the rest: time in file-system calls, here on /dev/null; formatting the "
+            "output counts as compute",
+        ),
+        row(
+            3,
+            "fe_solve_share_void",
+            "FE solve's own share of an evaluation (its compute, output callbacks "
+            "excluded / eval_time), void",
+            "share",
+            of("void", "solve_share"),
+            None,
+            f"evaluation off {statistics.median(p[0] for p in pairs) * 1e3:.1f} ms, void "
+            f"{statistics.median(p[1] for p in pairs) * 1e3:.1f} ms (medians of the pairs)",
+        ),
+        row(
+            3,
+            "fe_compute_share_shm",
+            f"FE proxy compute share of an evaluation, {TIER}",
+            "share",
+            of("shm", "compute_share"),
+            None,
+            f"solve's own share {median('shm', 'solve_share'):.3f}; {TIER} / off wall time "
+            f"{statistics.median(ratios('wall', 'shm')):.3f} (what the tier costs, not a goal)",
+            shm_over_off=ratios("wall", "shm"),
+            shm_s=of("shm", "wall"),
+        ),
+    ]

@@ -1,0 +1,213 @@
+/* The C reference for fe_proxy's output calls (bench/run.py, item 3).
+ *
+ * Replays the file-system calls fe_proxy made in its evaluations, as recorded
+ * by bench/fe_output_overhead.py, on one file (/dev/null there): the same
+ * calls, in the same order, with the same flags and byte counts, and nothing
+ * else (no formatting, no solve). What this costs is the application's own
+ * I/O pattern on that file; what the proxy costs beyond it is its overhead.
+ *
+ * The trace holds one evaluation after another, one call a line:
+ *
+ *     e                      an evaluation begins
+ *     o FLAGS FD             open(PATH, FLAGS, 0666), recorded as FD
+ *     w FD SIZE              write
+ *     v FD N SIZE1 ... SIZEN writev of N parts
+ *     r FD SIZE              read
+ *     l FD OFFSET WHENCE     lseek
+ *     s FD                   fsync
+ *     c FD                   close
+ *
+ * Every evaluation is replayed REPEATS times after one warm-up replay, the
+ * repeats of the whole trace in turn (so an evaluation's repeats are apart,
+ * as the proxy's are). Prints one line per evaluation: the median seconds of
+ * its replays, its calls and the bytes it wrote.
+ *
+ *     gcc -O2 -o fe_replay fe_replay.c
+ *     ./fe_replay TRACE PATH REPEATS
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FD 1024
+#define MAX_PARTS 64
+
+typedef struct {
+    char op;
+    int fd, parts;
+    long a, b; /* open: flags; write, read: size; lseek: offset, whence */
+    long *sizes; /* writev: the parts' sizes */
+} Call;
+
+typedef struct {
+    Call *calls;
+    long count, bytes;
+} Evaluation;
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "fe_replay: %s %s: %s\n", what, detail, strerror(errno));
+    exit(2);
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int compare(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The numbers after a line's letter, at most max of them; how many there were. */
+static int numbers(const char *line, long *out, int max) {
+    int k = 0;
+    char *end;
+    for (const char *p = line + 1; k <= max; p = end) {
+        long value = strtol(p, &end, 10);
+        if (end == p) break;
+        if (k == max) return -1; /* too many */
+        out[k++] = value;
+    }
+    return k;
+}
+
+/* How many numbers a call of ``op`` has (writev: 2 + its parts); -1 for no such call. */
+static int expected(char op, const long *n, int k) {
+    switch (op) {
+    case 'o': case 'w': case 'r': return 2;
+    case 'l': return 3;
+    case 's': case 'c': return 1;
+    case 'v': return k >= 2 && n[1] >= 1 && n[1] <= MAX_PARTS ? 2 + (int)n[1] : -1;
+    default: return -1;
+    }
+}
+
+/* The trace's evaluations; *largest is the largest write or read. */
+static Evaluation *load(const char *trace, int *count, long *largest) {
+    FILE *in = fopen(trace, "r");
+    if (!in) die("open", trace);
+    Evaluation *evals = NULL;
+    int n = 0;
+    long capacity = 0, line_number = 0, v[2 + MAX_PARTS];
+    char line[8192], where[4200];
+    *largest = 1;
+    while (fgets(line, sizeof line, in)) {
+        line_number++;
+        snprintf(where, sizeof where, "%s line %ld", trace, line_number);
+        if (line[0] == 'e') {
+            evals = realloc(evals, sizeof(Evaluation) * (size_t)(n + 1));
+            if (!evals) die("realloc", trace);
+            evals[n++] = (Evaluation){NULL, 0, 0};
+            capacity = 0;
+            continue;
+        }
+        int k = numbers(line, v, 2 + MAX_PARTS);
+        errno = EINVAL;
+        if (n == 0) die("a call before the first evaluation:", where);
+        if (k < 1 || k != expected(line[0], v, k)) die("not a call:", where);
+        Call c = {line[0], (int)v[0], 0, 0, 0, NULL};
+        if (c.op == 'o') c.a = v[0], c.fd = (int)v[1];
+        if (c.op == 'w' || c.op == 'r' || c.op == 'l') c.a = v[1];
+        if (c.op == 'l') c.b = v[2];
+        if (c.op == 'v') {
+            c.parts = (int)v[1];
+            c.sizes = malloc(sizeof(long) * (size_t)c.parts);
+            if (!c.sizes) die("malloc", trace);
+            memcpy(c.sizes, v + 2, sizeof(long) * (size_t)c.parts);
+        }
+        if (c.fd < 0 || c.fd >= MAX_FD) die("descriptor out of range:", where);
+        Evaluation *e = &evals[n - 1];
+        if (e->count == capacity) {
+            capacity = capacity ? 2 * capacity : 1024;
+            e->calls = realloc(e->calls, sizeof(Call) * (size_t)capacity);
+            if (!e->calls) die("realloc", trace);
+        }
+        for (int i = 0; i < c.parts; i++) {
+            e->bytes += c.sizes[i];
+            if (c.sizes[i] > *largest) *largest = c.sizes[i];
+        }
+        if (c.op == 'w') e->bytes += c.a;
+        if ((c.op == 'w' || c.op == 'r') && c.a > *largest) *largest = c.a;
+        e->calls[e->count++] = c;
+    }
+    fclose(in);
+    *count = n;
+    return evals;
+}
+
+/* One evaluation's calls on PATH; the recorded descriptors mapped to the real ones. */
+static void replay(const Evaluation *e, const char *path, char *data, int *fds) {
+    struct iovec iov[MAX_PARTS];
+    for (long i = 0; i < e->count; i++) {
+        const Call *c = &e->calls[i];
+        switch (c->op) {
+        case 'o':
+            fds[c->fd] = open(path, (int)c->a, 0666);
+            if (fds[c->fd] < 0) die("open", path);
+            break;
+        case 'w':
+            if (write(fds[c->fd], data, (size_t)c->a) != c->a) die("write", path);
+            break;
+        case 'v':
+            for (int k = 0; k < c->parts; k++) iov[k] = (struct iovec){data, (size_t)c->sizes[k]};
+            if (writev(fds[c->fd], iov, c->parts) < 0) die("writev", path);
+            break;
+        case 'r':
+            if (read(fds[c->fd], data, (size_t)c->a) < 0) die("read", path);
+            break;
+        case 'l':
+            if (lseek(fds[c->fd], c->a, (int)c->b) < 0) die("lseek", path);
+            break;
+        case 's':
+            fsync(fds[c->fd]); /* /dev/null refuses fsync; the call is what is replayed */
+            break;
+        case 'c':
+            if (close(fds[c->fd]) != 0) die("close", path);
+            break;
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: fe_replay TRACE PATH REPEATS\n");
+        return 1;
+    }
+    const char *path = argv[2];
+    int repeats = atoi(argv[3]), count;
+    if (repeats < 1) {
+        fprintf(stderr, "fe_replay: REPEATS must be at least 1\n");
+        return 1;
+    }
+    long largest;
+    Evaluation *evals = load(argv[1], &count, &largest);
+    char *data = malloc((size_t)largest);
+    if (!data) die("malloc", "");
+    memset(data, 'x', (size_t)largest);
+    int fds[MAX_FD];
+    double *times = malloc(sizeof(double) * (size_t)count * (size_t)repeats);
+    if (!times) die("malloc", "");
+    for (int e = 0; e < count; e++) replay(&evals[e], path, data, fds); /* warm-up */
+    for (int r = 0; r < repeats; r++)
+        for (int e = 0; e < count; e++) {
+            double start = now();
+            replay(&evals[e], path, data, fds);
+            times[(size_t)e * repeats + r] = now() - start;
+        }
+    for (int e = 0; e < count; e++) {
+        double *mine = times + (size_t)e * repeats;
+        qsort(mine, (size_t)repeats, sizeof(double), compare);
+        double median = repeats % 2 ? mine[repeats / 2]
+                                    : 0.5 * (mine[repeats / 2 - 1] + mine[repeats / 2]);
+        printf("%.9f %ld %ld\n", median, evals[e].count, evals[e].bytes);
+    }
+    return 0;
+}

@@ -1,0 +1,248 @@
+"""Item 8: does each proxy pay what its real application pays per write, on /dev/shm?
+
+One row per proxy: the proxy's I/O cost per write over the real
+application's, for the same shape on /dev/shm, each run as a job through
+``python -m tierbench.runner --spec`` (params completed from the schemas).
+
+- CFD: ``cfd_proxy`` vs ``openfoam`` (simpleFoam, kOmegaSST): the same ranks,
+  cells per rank and steps, uncollated, binary, purgeWrite 1, a write every
+  ``write_interval`` (2) steps and a run with ``write_interval: none``. I/O
+  cost per write, within one run: mean time of the steps that write - mean
+  time of those that do not (each workload's ``time_per_step_write`` and
+  ``time_per_step_nowrite``, warm-up steps excluded by the workload); the
+  steps alternate, so the machine's drift over seconds falls on both. Beside
+  it, without a goal, between runs: (time per step writing - time per step
+  of the run without writes) x ``write_interval``: on a shared machine the
+  two runs' compute differs by more than a write costs.
+- FE: ``fe_proxy`` (``output_model: calculix``) vs ``calculix`` (ccx): the same
+  GA, elements and increments, 1 worker. Neither can turn all output off (ccx
+  always writes .dat, .sta, .cvg and the .frd's mesh), so the I/O cost per
+  evaluation = median evaluation time with field output every increment
+  (``frd_every: 1``; calculix ``frd_fields: full``) - the same with none
+  (``frd_every: 0``). For ccx that difference includes computing the fields
+  it writes: what the output request costs the application.
+
+Both write buffered, without fsync: the writes land in tmpfs pages. A round
+runs the four jobs of a proxy (proxy with and without output, application
+with and without) in the order ``harness.rotated`` gives; the first round is
+a warm-up, not counted. The ratio is taken per round, then its median; a
+round where the application's cost is not above zero (noise larger than the
+cost) gives no ratio and is counted in the detail. Goal: 0.9-1.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import REPO, TIER, failed_row, log, rotated, row
+from tierbench.matrix import complete
+
+SIZES = {
+    "full": {
+        "cfd": {
+            "ranks": 2,
+            "cells_per_rank": 100_000,
+            "steps": 40,
+            "warmup_steps": 2,
+            "write_interval": 2,
+        },
+        "fe": {"population": 10, "generations": 2, "elements": 10, "increments": 40},
+        "rounds": 5,
+    },
+    "tiny": {
+        "cfd": {
+            "ranks": 2,
+            "cells_per_rank": 2_000,
+            "steps": 6,
+            "warmup_steps": 2,
+            "write_interval": 2,
+        },
+        "fe": {"population": 3, "elite": 1, "generations": 1, "elements": 2, "increments": 5},
+        "rounds": 1,
+    },
+}
+GOAL_BAND = (0.9, 1.1)
+#: command each real application needs, and where it comes from
+SOLVERS = {"openfoam": ("simpleFoam", "apt-get install openfoam"),
+           "calculix": ("ccx", "apt-get install calculix-ccx")}  # fmt: skip
+
+
+def cfd_params(workload: str, shape: dict, writing: bool) -> dict:
+    params = {
+        **shape, "ensemble": 1, "write_interval": shape["write_interval"] if writing else "none",
+        "file_handler": "uncollated", "write_format": "binary", "purge_write": 1,
+    }  # fmt: skip
+    return complete(workload, params)
+
+
+def fe_params(workload: str, shape: dict, writing: bool) -> dict:
+    params = {**shape, "cores": 1, "seed": 1, "frd_every": 1 if writing else 0}
+    if workload == "calculix":
+        params.update(frd_fields="full", solver_log="file")
+    else:
+        params.update(output_model="calculix", fsync="none")
+    return complete(workload, params)
+
+
+def cfd_costs(writing: dict, quiet: dict, shape: dict) -> dict:
+    """Per write: within the writing run (write steps - other steps), and between the runs."""
+    within = writing["time_per_step_write"] - writing["time_per_step_nowrite"]
+    between = (writing["time_per_step"] - quiet["time_per_step"]) * shape["write_interval"]
+    return {"within": within, "between": between}
+
+
+def fe_costs(writing: dict, quiet: dict, shape: dict) -> dict:
+    """Per evaluation: median evaluation time with field output - without."""
+    return {"between": writing["eval_time_median"] - quiet["eval_time_median"]}
+
+
+#: per proxy: the two workloads, how their params and costs are made, which cost has the goal
+KINDS = {
+    "cfd": {"proxy": "cfd_proxy", "real": "openfoam", "params": cfd_params, "costs": cfd_costs,
+            "goal": "within", "per": "write",
+            "side": ("bytes_per_write", "files_per_write", "dirs_per_write")},
+    "fe": {"proxy": "fe_proxy", "real": "calculix", "params": fe_params, "costs": fe_costs,
+           "goal": "between", "per": "evaluation",
+           "side": ("bytes_per_evaluation", "files_per_evaluation")},
+}  # fmt: skip
+
+
+def spec(workload: str, params: dict, label: str) -> dict:
+    """A job spec on /dev/shm, as tests/conftest.job_spec and the pipeline make one."""
+    return {
+        "study": "bench", "experiment": f"fidelity-{label}", "workload": workload,
+        "tier": "shm", "tier_path": TIER, "tier_class": "shm", "max_bytes": None,
+        "point": label, "params": params, "repetition": 1, "phase": "measured",
+        "launcher": "mpiexec", "description": "",
+    }  # fmt: skip
+
+
+def run_job(scratch: Path, job: dict) -> dict[str, float]:
+    """One job through the runner in its own process; its metrics by name, or an error."""
+    out = scratch / f"{job['point']}.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    command = [sys.executable, "-m", "tierbench.runner", "--spec", json.dumps(job),
+               "--out", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True)
+    if done.returncode != 0 or not out.is_file():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{job['workload']} job failed: {last}")
+    record = json.loads(out.read_text())
+    out.unlink()
+    bad = [m for m in record["metrics"] if m["status"] != "ok"]
+    if bad:
+        raise RuntimeError(f"{job['workload']}: {bad[0]['status']}: {bad[0]['reason']}")
+    return {m["metric"]: m["value"] for m in record["metrics"]}
+
+
+def check_solver(real: str) -> None:
+    command, install = SOLVERS[real]
+    if shutil.which(command) is None:
+        raise RuntimeError(f"{command} not on PATH ({real} not installed: {install})")
+
+
+def one_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
+    """The four jobs of a round in rotated order: each workload's costs (seconds)."""
+    k = KINDS[kind]
+    jobs = [(w, writing) for w in (k["proxy"], k["real"]) for writing in (True, False)]
+    found = {}
+    for workload, writing in rotated(jobs, round_):
+        label = f"{workload}-{'write' if writing else 'nowrite'}-r{round_}"
+        found[(workload, writing)] = run_job(
+            scratch, spec(workload, k["params"](workload, shape, writing), label)
+        )
+    workloads = (k["proxy"], k["real"])
+    cost = {w: k["costs"](found[(w, True)], found[(w, False)], shape) for w in workloads}
+    side = {w: {name: found[(w, True)].get(name) for name in k["side"]} for w in workloads}
+    return {"cost": cost, "side": side}
+
+
+def fidelity(scratch: Path, kind: str, shape: dict, rounds: int) -> dict:
+    """A warm-up round, then ``rounds`` counted ones: per estimate, per-round costs and ratios."""
+    k = KINDS[kind]
+    check_solver(k["real"])
+    one_round(scratch, kind, shape, 0)  # warm-up: first runs of both, not counted
+    counted = [one_round(scratch, kind, shape, r) for r in range(1, rounds + 1)]
+    estimates = {}
+    for name in counted[0]["cost"][k["proxy"]]:
+        proxy = [c["cost"][k["proxy"]][name] for c in counted]
+        real = [c["cost"][k["real"]][name] for c in counted]
+        ratios = [p / r for p, r in zip(proxy, real, strict=True) if r > 0]
+        estimates[name] = {"proxy": proxy, "real": real, "ratios": ratios}
+        log(f"8 {kind} {name}: {k['proxy']} " + ", ".join(f"{v * 1e3:.2f}" for v in proxy)
+            + f" ms, {k['real']} " + ", ".join(f"{v * 1e3:.2f}" for v in real)
+            + f" ms per {k['per']}")  # fmt: skip
+    return {"estimates": estimates, "side": counted[-1]["side"]}
+
+
+def describe(kind: str, shape: dict, outcome: dict, side: dict) -> str:
+    k = KINDS[kind]
+    proxy_ms = statistics.median(outcome["proxy"]) * 1e3
+    real_ms = statistics.median(outcome["real"]) * 1e3
+    side_text = "; ".join(
+        f"{w}: " + ", ".join(f"{name} {value:.4g}" for name, value in values.items() if value)
+        for w, values in side.items()
+    )
+    dropped = len(outcome["real"]) - len(outcome["ratios"])
+    shape_text = ", ".join(f"{key} {value}" for key, value in shape.items())
+    text = (
+        f"cost per {k['per']}: {k['proxy']} {proxy_ms:.2f} ms, {k['real']} {real_ms:.2f} ms "
+        f"(medians; per round {k['proxy']} "
+        + ", ".join(f"{v * 1e3:.2f}" for v in outcome["proxy"])
+        + f", {k['real']} "
+        + ", ".join(f"{v * 1e3:.2f}" for v in outcome["real"])
+        + f" ms); {shape_text}; {side_text}; /dev/shm, buffered, no fsync"
+    )
+    if dropped:
+        text += f"; {dropped} round(s) without a ratio: {k['real']}'s cost not above zero"
+    return text
+
+
+MEASURES = {
+    ("cfd", "within"): "cfd_proxy / openfoam I/O cost per write (steps that write - steps that "
+    "do not, within a run), /dev/shm",
+    ("cfd", "between"): "cfd_proxy / openfoam I/O cost per write (time per step writing - "
+    "time per step of a run without writes), /dev/shm",
+    ("fe", "between"): "fe_proxy / calculix I/O cost per evaluation (evaluation time with "
+    "field output every increment - without), /dev/shm",
+}
+
+
+def estimate_row(kind: str, name: str, size: dict, outcome: dict, goal) -> dict:
+    """A row per estimate; only the kind's goal estimate is held to 0.9-1.1."""
+    estimate = outcome["estimates"][name]
+    graded = name == KINDS[kind]["goal"]
+    key = f"{kind}_fidelity" if graded else f"{kind}_fidelity_{name}"
+    detail = describe(kind, size[kind], estimate, outcome["side"])
+    if graded:
+        detail += f"; goal {GOAL_BAND[0]}-{GOAL_BAND[1]}"
+    out = row(8, key, MEASURES[(kind, name)], "ratio", estimate["ratios"],
+              goal if graded else None, detail, proxy_cost_s=estimate["proxy"],
+              real_cost_s=estimate["real"], side=outcome["side"])  # fmt: skip
+    if graded:
+        median = out["median"]
+        out["met"] = median is not None and GOAL_BAND[0] <= median <= GOAL_BAND[1]
+    return out
+
+
+def measure(mode: str, scratch: Path, goal) -> list[dict]:
+    """Rows per proxy; a proxy whose jobs fail is a failed row, the other still measured."""
+    size = SIZES[mode]
+    rows = []
+    for kind in ("cfd", "fe"):
+        try:
+            outcome = fidelity(scratch, kind, size[kind], size["rounds"])
+        except Exception as error:  # reported in the table; the other proxy goes on
+            log(f"8 {kind} failed: {error}")
+            measure_ = MEASURES[(kind, KINDS[kind]["goal"])]
+            rows.append(failed_row(8, f"{kind}_fidelity", measure_, "ratio", error, goal))
+            continue
+        names = sorted(outcome["estimates"], key=lambda n: n != KINDS[kind]["goal"])
+        rows += [estimate_row(kind, name, size, outcome, goal) for name in names]
+    return rows

@@ -1,0 +1,192 @@
+"""Item 6: does the paper give the same verdict for every lesson when it is run again?
+
+Runs the ``paper`` target ``--runs`` times (default 3) at ``--scale`` (default
+``default``), each in its own fresh copy of the pipeline (so a fresh results
+folder, nothing cached between runs), one after the other on this machine.
+Per lesson of every study's ``verdict.json`` it reports the verdict of each
+run and whether they agree; the first row is the share of lessons whose
+verdicts agree in all runs (goal: all of them), the second each run's wall
+time (goal: a paper run under 15 minutes), then one row per lesson. At
+``--tiny`` it runs one small study (``tmpfs_advent``) twice at ``smoke``: a
+check that the item works, not a figure of the paper.
+
+    .venv/bin/python bench/verdict_repeatability.py --runs 3 --scale default
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness import at_least, at_most, copy_pipeline, log, row, snakemake
+
+#: results/<MACHINE>/<study>/ in each scratch copy: the runs never touch the clone's results
+MACHINE = "bench"
+SIZES = {
+    "full": {"runs": 3, "scale": "default", "studies": None},
+    "tiny": {"runs": 2, "scale": "smoke", "studies": ["tmpfs_advent"]},
+}
+AGREEMENT_MEASURE = "Paper lessons whose verdict is the same in every run (share)"
+WALL_MEASURE = "Paper run wall time"
+
+
+@contextmanager
+def machine_env(name: str):
+    """TIERBENCH_MACHINE set for the runs, restored after them."""
+    before = os.environ.get("TIERBENCH_MACHINE")
+    os.environ["TIERBENCH_MACHINE"] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TIERBENCH_MACHINE"]
+        else:
+            os.environ["TIERBENCH_MACHINE"] = before
+
+
+def targets(studies: list[str] | None) -> list[str]:
+    """The paper target, or only the verdicts of the named studies."""
+    if studies is None:
+        return ["paper"]
+    return [f"results/{MACHINE}/{study}/verdict.json" for study in studies]
+
+
+def read_verdicts(root: Path) -> dict[tuple[str, str], str]:
+    """(study, lesson) -> status, from every verdict.json of a run."""
+    found = {}
+    for path in sorted((root / "results" / MACHINE).glob("*/verdict.json")):
+        for verdict in json.loads(path.read_text())["verdicts"]:
+            found[(path.parent.name, verdict["lesson"])] = verdict["status"]
+    if not found:
+        raise RuntimeError(f"no verdict.json under {root / 'results' / MACHINE}")
+    return found
+
+
+def paper_run(scratch: Path, index: int, scale: str, studies: list[str] | None) -> tuple:
+    """One run in a fresh copy of the pipeline: its wall time and its verdicts."""
+    root = copy_pipeline(scratch, f"paper{index}")
+    args = ["-c", "all", "--config", f"scale={scale}", "--", *targets(studies)]
+    try:
+        with machine_env(MACHINE):
+            seconds, done = snakemake(args, root)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout)[-1500:]
+            raise RuntimeError(f"snakemake {' '.join(args)} failed: {tail}")
+        return seconds, read_verdicts(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def lesson_table(runs: list[dict[tuple[str, str], str]]) -> list[dict]:
+    """Per lesson of any run: each run's status ("missing" where a run has none), agreement."""
+    lessons = sorted({key for verdicts in runs for key in verdicts})
+    table = []
+    for study, lesson in lessons:
+        statuses = [verdicts.get((study, lesson), "missing") for verdicts in runs]
+        table.append(
+            {
+                "study": study,
+                "lesson": lesson,
+                "verdicts": statuses,
+                "agree": len(set(statuses)) == 1,
+            }
+        )
+    return table
+
+
+def lesson_rows(table: list[dict]) -> list[dict]:
+    """One row per lesson: the share of runs giving its most common verdict, and each verdict."""
+    rows = []
+    for number, entry in enumerate(table, 1):
+        statuses = entry["verdicts"]
+        top = Counter(statuses).most_common(1)[0][1]
+        rows.append(
+            row(
+                6,
+                f"lesson_{number}",
+                f"{entry['study']}: {entry['lesson'][:80]} (runs giving its commonest verdict)",
+                "ratio",
+                [top / len(statuses)],
+                None,
+                ", ".join(statuses),
+                study=entry["study"],
+                lesson=entry["lesson"],
+                verdicts=statuses,
+            )
+        )
+    return rows
+
+
+def summary_rows(table, walls, scale, studies, goals, reduced) -> list[dict]:
+    agreement_goal, wall_goal = goals
+    agree = sum(entry["agree"] for entry in table)
+    runs = len(walls)
+    what = "paper" if studies is None else ", ".join(studies)
+    differing = [f"{e['study']}: {', '.join(e['verdicts'])}" for e in table if not e["agree"]]
+    detail = f"{agree} of {len(table)} lessons agree in {runs} runs of {what} at scale={scale}"
+    if differing:
+        detail += "; differing: " + "; ".join(differing)
+    agreement = row(
+        6, "verdict_agreement", AGREEMENT_MEASURE, "ratio", [agree / len(table)],
+        agreement_goal, detail, lessons=table, agree=agree, total=len(table),
+    )  # fmt: skip
+    wall = row(
+        6, "paper_wall_time", f"{WALL_MEASURE} (`snakemake -c all {' '.join(targets(studies))}"
+        f" --config scale={scale}`)", "s", walls, wall_goal,
+        "each run: " + ", ".join(f"{w:.0f} s" for w in walls)
+        + "; one run after the other, each in a fresh copy of the pipeline",
+    )  # fmt: skip
+    if reduced:
+        for out in (agreement, wall):
+            out["met"] = None
+            out["detail"] += "; --tiny: a reduced run, not the paper's figure"
+    return [agreement, wall]
+
+
+def repeatability(scratch: Path, runs: int, scale: str, studies, goals, reduced=False):
+    walls, verdicts = [], []
+    for index in range(runs):
+        seconds, found = paper_run(scratch, index, scale, studies)
+        walls.append(seconds)
+        verdicts.append(found)
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(found.values()).items()))
+        log(f"6 paper run {index + 1} of {runs}: {seconds:.0f} s, {len(found)} lessons: {counts}")
+    table = lesson_table(verdicts)
+    return summary_rows(table, walls, scale, studies, goals, reduced) + lesson_rows(table)
+
+
+def measure(mode: str, scratch: Path, goal) -> list[dict]:
+    size = SIZES[mode]
+    return repeatability(
+        scratch, size["runs"], size["scale"], size["studies"], goal, reduced=mode == "tiny"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", default="default", choices=["smoke", "default", "full"])
+    parser.add_argument("--studies", help="comma-separated studies instead of the whole paper")
+    parser.add_argument("--scratch", default="/tmp", help="where the copies of the pipeline go")
+    args = parser.parse_args()
+    if args.runs < 2:
+        raise SystemExit("--runs: at least 2 runs to compare")
+    studies = args.studies.split(",") if args.studies else None
+    goals = (at_least(1.0), at_most(900.0, "s"))
+    scratch = Path(args.scratch) / f"tierbench-repeat-{os.getpid()}"
+    scratch.mkdir(parents=True)
+    try:
+        rows = repeatability(scratch, args.runs, args.scale, studies, goals)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
