@@ -65,7 +65,6 @@ rename or mkdir.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import re
 import resource
@@ -550,45 +549,11 @@ def target_curve(config: Settings, root: Path) -> np.ndarray:
 
 
 def optimise(config: Settings, root: Path, target: np.ndarray, log=lambda message: None) -> dict:
-    """The whole GA, evaluations in folders under ``root``; the timings and every evaluation."""
-    names = list(BOUNDS)
-    low = [BOUNDS[n][0] for n in names]
-    high = [BOUNDS[n][1] for n in names]
-    evaluations: list[dict] = []
-    context = multiprocessing.get_context("fork")
-    start = time.perf_counter()
-    with context.Pool(
-        config.cores, initializer=init_worker, initargs=(config.model, target, config.solver_log)
-    ) as pool:
-
-        def batch(rows: np.ndarray, generation: int) -> list[float]:
-            tasks = [
-                {
-                    "folder": str(root / f"g{generation + 1:02d}-e{i + 1:03d}"),
-                    "label": f"g{generation + 1:02d}-e{i + 1:03d}",
-                    "parameters": {n: float(v) for n, v in zip(names, row, strict=True)},
-                }
-                for i, row in enumerate(rows)
-            ]
-            began = time.perf_counter()
-            done = pool.map(evaluate, tasks, chunksize=1)
-            evaluations.extend(done)
-            failed = sum(not r["ok"] for r in done)
-            log(
-                f"generation {generation + 1}/{config.ga.generations}: {len(done)} ccx runs "
-                f"on {config.cores} workers in {time.perf_counter() - began:.2f} s, "
-                f"best misfit {min(r['misfit'] for r in done):.3f} %, {failed} failed"
-            )
-            return [r["misfit"] for r in done]
-
-        result = ga.optimise(batch, low, high, config.ga)
-    return {
-        "wall_time": time.perf_counter() - start,
-        "evaluations": evaluations,
-        "best": dict(zip(names, (float(v) for v in result.best), strict=True)),
-        "best_misfit": result.best_fitness,
-        "history": result.history,
-    }
+    """The whole GA, every evaluation a ccx run in its own folder under ``root``."""
+    worker = (init_worker, (config.model, target, config.solver_log))
+    return ga.optimise_in_pool(
+        BOUNDS, config.ga, config.cores, root, evaluate, worker, "ccx runs", log
+    )
 
 
 def summary_metrics(outcome: dict) -> list[dict]:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -864,48 +863,9 @@ def available_cpus() -> int:
 
 def optimise(config: Settings, root: Path, log=lambda message: None) -> dict:
     """The whole GA with evaluations in ``root``; returns the timings and every evaluation."""
-    names = list(BOUNDS)
-    low = [BOUNDS[n][0] for n in names]
-    high = [BOUNDS[n][1] for n in names]
     target = target_curve(config.bar, config.noise, config.ga.seed)
-    evaluations: list[dict] = []
-    context = multiprocessing.get_context("fork")
-    start = time.perf_counter()
-    with context.Pool(
-        config.cores, initializer=init_worker, initargs=(config.bar, config.output, target)
-    ) as pool:
-
-        def batch(rows: np.ndarray, generation: int) -> list[float]:
-            tasks = [
-                {
-                    "folder": str(root / f"g{generation + 1:02d}-e{i + 1:03d}"),
-                    "label": f"g{generation + 1:02d}-e{i + 1:03d}",
-                    "parameters": {n: float(v) for n, v in zip(names, row, strict=True)},
-                }
-                for i, row in enumerate(rows)
-            ]
-            began = time.perf_counter()
-            done = pool.map(evaluate, tasks, chunksize=1)
-            evaluations.extend(done)
-            failed = sum(not r["ok"] for r in done)
-            best = min(r["misfit"] for r in done)
-            log(
-                f"generation {generation + 1}/{config.ga.generations}: {len(done)} evaluations "
-                f"on {config.cores} workers in {time.perf_counter() - began:.2f} s, "
-                f"best misfit {best:.3f} %, {failed} failed"
-            )
-            return [r["misfit"] for r in done]
-
-        result = ga.optimise(batch, low, high, config.ga)
-    wall = time.perf_counter() - start
-    best = dict(zip(names, (float(v) for v in result.best), strict=True))
-    return {
-        "wall_time": wall,
-        "evaluations": evaluations,
-        "best": best,
-        "best_misfit": result.best_fitness,
-        "history": result.history,
-    }
+    worker = (init_worker, (config.bar, config.output, target))
+    return ga.optimise_in_pool(BOUNDS, config.ga, config.cores, root, evaluate, worker, log=log)
 
 
 def summary_metrics(outcome: dict) -> list[dict]:

@@ -16,8 +16,11 @@ the evaluations are deterministic, however they are scheduled.
 
 from __future__ import annotations
 
+import multiprocessing
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -142,3 +145,60 @@ def survivors(population, fitness, children, child_fitness, elite: int):
         np.concatenate([population[keep], children[best_children]]),
         np.concatenate([fitness[keep], child_fitness[best_children]]),
     )
+
+
+def optimise_in_pool(
+    bounds: dict[str, tuple[float, float]],
+    settings: Settings,
+    cores: int,
+    root: Path,
+    evaluate: Callable[[dict], dict],
+    worker: tuple[Callable, tuple],
+    noun: str = "evaluations",
+    log: Callable[[str], None] = lambda message: None,
+) -> dict:
+    """The GA with each generation's evaluations spread over ``cores`` forked workers.
+
+    ``evaluate`` gets a task (its own ``folder`` under ``root``, a ``label``, the
+    ``parameters`` by name) and returns a dict with at least ``ok`` and
+    ``misfit``; ``worker`` is the pool's (initializer, initargs). Both FE
+    workloads share this driver, so their GA runs are the same whatever
+    evaluates an individual. Returns the wall time, every evaluation, the best
+    parameters by name and the best misfit after each generation.
+    """
+    names = list(bounds)
+    low = [bounds[n][0] for n in names]
+    high = [bounds[n][1] for n in names]
+    evaluations: list[dict] = []
+    initializer, initargs = worker
+    start = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(cores, initializer, initargs) as pool:
+
+        def batch(rows: np.ndarray, generation: int) -> list[float]:
+            tasks = [
+                {
+                    "folder": str(root / f"g{generation + 1:02d}-e{i + 1:03d}"),
+                    "label": f"g{generation + 1:02d}-e{i + 1:03d}",
+                    "parameters": {n: float(v) for n, v in zip(names, row, strict=True)},
+                }
+                for i, row in enumerate(rows)
+            ]
+            began = time.perf_counter()
+            done = pool.map(evaluate, tasks, chunksize=1)
+            evaluations.extend(done)
+            failed = sum(not r["ok"] for r in done)
+            log(
+                f"generation {generation + 1}/{settings.generations}: {len(done)} {noun} "
+                f"on {cores} workers in {time.perf_counter() - began:.2f} s, "
+                f"best misfit {min(r['misfit'] for r in done):.3f} %, {failed} failed"
+            )
+            return [r["misfit"] for r in done]
+
+        result = optimise(batch, low, high, settings)
+    return {
+        "wall_time": time.perf_counter() - start,
+        "evaluations": evaluations,
+        "best": dict(zip(names, (float(v) for v in result.best), strict=True)),
+        "best_misfit": result.best_fitness,
+        "history": result.history,
+    }
