@@ -618,7 +618,10 @@ def test_smoke_study_end_to_end(pipeline):
     fe = proxy[proxy["experiment"] == "optimisation"]
     assert set(fe["tier"]) == {"shm", "disk"} and set(fe["cores"]) == {1, 2}
     wall = fe[fe["metric"] == "wall_time"]
-    assert len(wall) == 2 * 2 * 3 and (wall["value"] > 0).all() and set(wall["unit"]) == {"s"}
+    # 3 repetitions per point, up to 8 where a lesson's interval straddled its band
+    per_point = wall.groupby(["tier", "cores"]).size()
+    assert len(per_point) == 2 * 2 and per_point.between(3, 8).all()
+    assert (wall["value"] > 0).all() and set(wall["unit"]) == {"s"}
     for name, unit in [
         ("bytes_written", "B"),
         ("files_written", "files"),
@@ -626,7 +629,8 @@ def test_smoke_study_end_to_end(pipeline):
         ("eval_compute_time_median", "s"),
     ]:
         rows = fe[fe["metric"] == name]
-        assert len(rows) == 12 and (rows["value"] > 0).all() and set(rows["unit"]) == {unit}
+        assert len(rows) == len(wall) and (rows["value"] > 0).all()
+        assert set(rows["unit"]) == {unit}
     fio = results[(results["workload"] == "fio") & (results["metric"] == "write_bandwidth")]
     assert set(fio["tier"]) == {"shm", "disk"} and (fio["value"] > 0).all()
     summary = pd.read_csv(study / "summary.csv")
