@@ -128,7 +128,9 @@ def test_smoke_study_runs_as_slurm_jobs(pipeline, slurm, monkeypatch):
     elapsed = time.monotonic() - started
     assert "has been submitted with SLURM jobid" in done.stdout + done.stderr
 
-    results = pd.read_csv(root / f"results/{HARDWARE}/default/results.csv", dtype={"slurm_job_id": str})
+    results = pd.read_csv(
+        root / f"results/{HARDWARE}/default/results.csv", dtype={"slurm_job_id": str}
+    )
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
     assert len(runs) == 18, runs[["experiment", "tier", "point"]]
     assert set(results["status"]) == {"ok"}, results[results["status"] != "ok"]
