@@ -1,9 +1,11 @@
-"""cfd_proxy: OpenFOAM layout, sizes, purgeWrite, collated blocks, MPI runs, bad input."""
+"""cfd_proxy: OpenFOAM layout, sizes, purgeWrite, collated blocks, MPI runs, bad input,
+and its bytes next to the real OpenFOAM v1912's."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,15 +15,26 @@ import numpy as np
 import pytest
 import yaml
 from conftest import REPO, job_spec
-from tierbench import cfd_writer, foam, matrix, rundir
+from test_openfoam import solver  # noqa: F401 (the fixture: simpleFoam, or a skip outside CI)
+from tierbench import cfd_writer, foam, matrix, native, rundir
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import cfd_proxy
+from tierbench.workloads import cfd_proxy, openfoam
 
 HAVE_MPI = shutil.which("mpiexec") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpiexec (openmpi-bin) is not installed")
 FIELD_NAMES = {"U", "p", "k", "omega", "nut", "phi"}
-TIME_FILES = FIELD_NAMES | {"uniform/time", "uniform/functionObjects/functionObjectProperties"}
+#: per rank per write: what OpenFOAM v1912 writes (measured), and what document 001 lists
+TIME_FILES = {
+    "v1912": FIELD_NAMES
+    | {
+        "uniform/time",
+        "uniform/cumulativeContErr",
+        "uniform/functionObjects/functionObjectProperties",
+    },
+    "document_001": FIELD_NAMES
+    | {"uniform/time", "uniform/functionObjects/functionObjectProperties"},
+}
 TIME_DIRS = {"", "uniform", "uniform/functionObjects"}
 PARAMS = {
     "ranks": 2,
@@ -37,8 +50,8 @@ PARAMS = {
 }
 
 
-def fields(cells: int, rank: int = 0) -> dict:
-    data = cfd_writer.static_fields(cells, rank)
+def fields(cells: int, rank: int = 0, file_set: str = "v1912") -> dict:
+    data = cfd_writer.static_fields(cells, rank, file_set)
     data["p"] = np.linspace(0, 1, cells)
     return data
 
@@ -73,20 +86,24 @@ def run_writer(tmp_path, ranks: int, config: dict, name: str = "case"):
 # ------------------------------------------------------------------ layout
 
 
-@pytest.fixture(scope="module")
-def uncollated_run(tmp_path_factory):
+@pytest.fixture(scope="module", params=foam.FILE_SETS)
+def uncollated_run(request, tmp_path_factory):
+    """A 2-rank run of each file set: (file set, case folder, result)."""
     if not HAVE_MPI:
         pytest.skip("mpiexec is not installed")
-    config = cfd_proxy.writer_config(PARAMS)
-    return run_writer(tmp_path_factory.mktemp("uncollated"), 2, config)
+    file_set = request.param
+    config = cfd_proxy.writer_config({**PARAMS, "file_set": file_set})
+    return (file_set, *run_writer(tmp_path_factory.mktemp(f"uncollated-{file_set}"), 2, config))
 
 
 @needs_mpi
 def test_golden_layout_of_a_two_rank_run(uncollated_run):
-    case, result = uncollated_run
+    file_set, case, result = uncollated_run
     files, dirs = tree(case)
     times = ["2", "4", "6"]
-    expected_files = {f"processor{r}/{t}/{f}" for r in range(2) for t in times for f in TIME_FILES}
+    expected_files = {
+        f"processor{r}/{t}/{f}" for r in range(2) for t in times for f in TIME_FILES[file_set]
+    }
     expected_dirs = {f"processor{r}" for r in range(2)} | {
         os.path.normpath(f"processor{r}/{t}/{d}")
         for r in range(2)
@@ -95,37 +112,53 @@ def test_golden_layout_of_a_two_rank_run(uncollated_run):
     }
     assert files == expected_files
     assert dirs == expected_dirs
-    # document 001: N x writes x 8 files and N x writes x 3 folders
-    assert result["files_created"] == 2 * 3 * 8 == len(files)
+    # v1912: N x writes x 9 files (document 001 lists 8), and N x writes x 3 folders
+    per_write = {"v1912": 9, "document_001": 8}[file_set]
+    assert foam.files_per_write(file_set) == per_write and foam.dirs_per_write(file_set) == 3
+    assert result["files_created"] == 2 * 3 * per_write == len(files)
     assert result["dirs_created"] == 2 * 3 * 3 == len(dirs) - 2
     assert result["writes"] == 3 and result["problems"] == []
     assert result["write_steps"] == [1, 3, 5]  # 0-based indices of steps 2, 4, 6
     assert len(result["step_times"]) == 6 and all(t > 0 for t in result["step_times"])
+    # the bytes are the formula's, the boundary patches of each rank's place included
+    cells, time = PARAMS["cells_per_rank"], "6"
+    for rank in range(2):
+        folder = case / f"processor{rank}/6"
+        on_disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        assert on_disk == foam.rank_write_bytes(cells, "binary", time, 6, file_set, rank, 2)
+    assert result["bytes_written"] == 3 * cfd_proxy.bytes_per_write(
+        {**PARAMS, "file_set": file_set}
+    )
 
 
 @needs_mpi
 def test_every_file_has_a_foamfile_header_that_parses(uncollated_run):
-    case, _ = uncollated_run
+    file_set, case, _ = uncollated_run
     for rel in tree(case)[0]:
         head, _ = foam.parse_header((case / rel).read_bytes())
         parts = rel.split("/")
         time, inner = parts[1], "/".join(parts[2:-1])
-        assert head["version"] == "2.0" and head["format"] == "binary"
-        assert head["object"] == parts[-1]
+        assert head["version"] == "2.0" and head["object"] == parts[-1]
         assert head["location"] == (f"{time}/{inner}" if inner else time)
         if head["object"] in FIELD_NAMES:
+            assert head["format"] == "binary" and head["arch"] == foam.ARCH
             _, values = foam.read_field((case / rel).read_bytes())
-            per_cell = 3 if head["object"] == "phi" else 1
-            assert values.shape[0] == PARAMS["cells_per_rank"] * per_cell
+            cells = PARAMS["cells_per_rank"]
+            assert values.shape[0] == foam.values_per_field(head["object"], cells, file_set)
             assert head["class"] == foam.FIELDS[head["object"]][0]
             assert head["location"] == time
+        elif head["object"] == "cumulativeContErr":  # v1912's: in the fields' format
+            assert head["class"] == "uniformDimensionedScalarField"
+            assert head["format"] == "binary"
         else:
             assert head["class"] == "dictionary"
+            # v1912 writes its uniform dictionaries in ascii whatever the fields' format
+            assert head["format"] == ("ascii" if file_set == "v1912" else "binary")
 
 
 @needs_mpi
 def test_each_rank_writes_its_own_data(uncollated_run):
-    case, _ = uncollated_run
+    _, case, _ = uncollated_run
     for rank in range(2):
         _, k = foam.read_field((case / f"processor{rank}/4/k").read_bytes())
         assert np.array_equal(k.ravel(), cfd_writer.static_fields(1500, rank)["k"])
@@ -138,47 +171,112 @@ def test_each_rank_writes_its_own_data(uncollated_run):
 # ------------------------------------------------------------------ sizes
 
 
+#: bytes of one value in a file: (scalar, vector) per format; v1912's ascii widths per field
+VALUE_BYTES = {
+    "document_001": {"binary": (8, 24), "ascii": (16, 50)},  # "+1.23456789e-01\n"
+    "v1912": {"binary": (8, 24), "ascii": None},
+}
+
+
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
 @pytest.mark.parametrize("fmt", ["binary", "ascii"])
-def test_sizes_match_the_formula(tmp_path, fmt):
-    cells = 777
-    count = foam.write_uncollated(tmp_path, "12", 12, fields(cells), fmt)
-    per_value = {"binary": (8, 24), "ascii": (16, 50)}[fmt]  # scalar, vector (x, y, z)
+def test_sizes_match_the_formula(tmp_path, fmt, file_set):
+    cells = 777  # a block of 37 x 7 x 3 cells
+    count = foam.write_uncollated(
+        tmp_path, "12", 12, fields(cells, 0, file_set), fmt, False, file_set
+    )
     total = 0
     for name in FIELD_NAMES:
         data = (tmp_path / "12" / name).read_bytes()
         total += len(data)
-        values = cells * (3 if name == "phi" else 1)
-        width = per_value[1] if name == "U" else per_value[0]
+        values = foam.values_per_field(name, cells, file_set)
+        if VALUE_BYTES[file_set][fmt]:
+            width = VALUE_BYTES[file_set][fmt][name == "U"]
+        else:  # v1912 ascii: a number's width per field, and its separators
+            number = foam.V1912_WIDTHS[name]
+            width = 3 * number + 5 if name == "U" else number + 1
         start = data.index(b"\n(", data.index(b"internalField")) + 2 + (fmt == "ascii")
-        end = data.index(b")\n;", start)
-        assert end - start == values * width == foam.payload_bytes(name, cells, fmt)
-        assert len(data) == foam.field_file_bytes(name, cells, fmt, "12")
-    for rel in ("uniform/time", "uniform/functionObjects/functionObjectProperties"):
+        end = start + values * width
+        assert data[end : end + 3] in (b")\n;", b");\n")
+        assert end - start == foam.payload_bytes(name, cells, fmt, file_set)
+        assert len(data) == foam.field_file_bytes(name, cells, fmt, "12", file_set)
+    for rel in foam.uniform_files(file_set):
         total += (tmp_path / "12" / rel).stat().st_size
-    assert count.bytes == total == foam.rank_write_bytes(cells, fmt, "12", 12)
-    payload = cells * (80 if fmt == "binary" else 4 * 16 + 3 * 16 + 50)
-    assert payload == cells * foam.approx_bytes_per_cell(fmt)
-    assert 0 < total - payload < 8000  # headers and boundaries: small and fixed
+    assert count.bytes == total == foam.rank_write_bytes(cells, fmt, "12", 12, file_set)
+    assert count.files == foam.files_per_write(file_set) and count.dirs == 3
+    if file_set == "document_001":
+        payload = cells * (80 if fmt == "binary" else 4 * 16 + 3 * 16 + 50)
+        assert payload == cells * foam.approx_bytes_per_cell(fmt, file_set)
+        assert 0 < total - payload < 8000  # headers and boundaries: small and fixed
 
 
+def test_v1912_phi_and_patches_follow_the_block():
+    """A block of 37 x 7 x 3: phi a value per internal face, patches of the faces' counts."""
+    assert foam.block_shape(777) == (37, 7, 3)
+    assert foam.internal_faces(777) == 36 * 7 * 3 + 37 * 6 * 3 + 37 * 7 * 2
+    assert foam.values_per_field("phi", 777) == foam.internal_faces(777)
+    assert foam.values_per_field("phi", 777, "document_001") == 3 * 777
+    walls = 2 * 37 * (7 + 3)
+    assert foam.patches(777) == (("inlet", "inlet", 21), ("outlet", "outlet", 21),
+                                 ("walls", "walls", walls))  # fmt: skip
+    middle = foam.patches(777, 1, 3)
+    assert [faces for _, _, faces in middle] == [0, 0, walls, 21, 21]
+    assert [name for name, _, _ in middle][3:] == ["procBoundary1to0", "procBoundary1to2"]
+    assert [faces for _, _, faces in foam.patches(777, 2, 3)] == [0, 21, walls, 21]
+    with pytest.raises(ValueError, match="rank 3"):
+        foam.patches(777, 3, 3)
+
+
+@pytest.mark.parametrize("cells", [1, 7, 64, 777, 1009, 2000, 20000, 125000, 468750])
+def test_the_proxy_claims_the_openfoam_workloads_block(cells):
+    assert foam.block_shape(cells) == openfoam.block_shape(cells)
+
+
+def test_v1912_boundary_conditions_are_the_duct_cases():
+    """Patch types and uniform values as in the case the openfoam workload runs."""
+    files = openfoam.case_files(matrix.complete("openfoam", {"ranks": 2, "cells_per_rank": 2000}))
+    for name, patches in foam.BOUNDARY_V1912.items():
+        if name == "phi":  # simpleFoam makes it, the case has no 0/phi
+            continue
+        text = files[f"0/{name}"]
+        for patch, (entries, value) in patches.items():
+            block = re.search(rf"^    {patch}\n    \{{\n(.*?)^    \}}", text, re.M | re.S).group(1)
+            kind = dict(entries)["type"]
+            assert re.search(rf"type\s+{kind};", block), (name, patch)
+            if value not in (None, foam.LIST):
+                assert re.search(rf"value\s+uniform {re.escape(value)};", block), (name, patch)
+    assert foam.CASE_VALUES["k"] == f"{openfoam.FLOW['k']:.9g}"
+    assert foam.CASE_VALUES["omega"] == f"{openfoam.FLOW['omega']:.9g}"
+    assert foam.CASE_VALUES["U"] == f"({openfoam.FLOW['velocity']:.9g} 0 0)"
+
+
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
 @pytest.mark.parametrize("fmt", ["binary", "ascii"])
-def test_values_read_back(tmp_path, fmt):
-    data = fields(300, rank=3)
-    foam.write_uncollated(tmp_path, "1", 1, data, fmt)
+def test_values_read_back(tmp_path, fmt, file_set):
+    data = fields(300, rank=3, file_set=file_set)
+    foam.write_uncollated(tmp_path, "1", 1, data, fmt, False, file_set, 3, 4)
     for name in FIELD_NAMES:
         _, values = foam.read_field((tmp_path / "1" / name).read_bytes())
-        np.testing.assert_allclose(values.ravel(), np.ravel(data[name]), rtol=1e-8, atol=1e-99)
+        # ascii keeps the digits its width holds: width - 6 significant ones
+        digits = foam.number_width(name, file_set) - 6 if fmt == "ascii" else 16
+        rtol = 1e-8 if digits >= 9 else 10.0 ** (1 - digits)
+        np.testing.assert_allclose(values.ravel(), np.ravel(data[name]), rtol=rtol, atol=1e-99)
 
 
-def test_fixed_width_numbers_are_exact_width_and_close():
+@pytest.mark.parametrize("width", [8, 11, 15])
+def test_fixed_width_numbers_are_exact_width_and_close(width):
+    digits = width - 6
     rng = np.random.default_rng(7)
     values = rng.standard_normal(20000) * 10.0 ** rng.integers(-120, 120, 20000)
     values[:6] = [0.0, 1.0, -1.0, 9.999999999e-3, 1e-100, 1e101]
-    text = foam.fixed_width(values).tobytes().decode()
-    numbers = np.array([float(text[i : i + 15]) for i in range(0, len(text), 15)])
-    assert len(text) == 15 * values.size
-    shown = np.where(np.abs(values) < 1e-99, 0, np.clip(values, -9.99999999e99, 9.99999999e99))
-    np.testing.assert_allclose(numbers, shown, rtol=6e-9)
+    text = foam.fixed_width(values, width).tobytes().decode()
+    numbers = np.array([float(text[i : i + width]) for i in range(0, len(text), width)])
+    assert len(text) == width * values.size
+    largest = float("9." + "9" * (digits - 1) + "e99")
+    shown = np.where(np.abs(values) < 1e-99, 0, np.clip(values, -largest, largest))
+    np.testing.assert_allclose(numbers, shown, rtol=0.6 * 10.0 ** (1 - digits))
+    with pytest.raises(ValueError, match="at least 8"):
+        foam.fixed_width(values, 7)
 
 
 def test_bytes_per_rank_sets_the_cells():
@@ -186,67 +284,135 @@ def test_bytes_per_rank_sets_the_cells():
     del params["cells_per_rank"]
     assert cfd_proxy.cells_per_rank(params) == 500_000  # 40e6 B / 80 B per cell
     ascii_params = {**params, "write_format": "ascii"}
-    assert cfd_proxy.cells_per_rank(ascii_params) == 40_000_000 // 162  # 50 + 4 x 16 + 3 x 16
+    # v1912: U 3 x 10 + 5, p 10, k 11, omega 9, nut 12, phi 3 x 12
+    assert cfd_proxy.cells_per_rank(ascii_params) == 40_000_000 // 113
+    old = {**ascii_params, "file_set": "document_001"}
+    assert cfd_proxy.cells_per_rank(old) == 40_000_000 // 162  # 50 + 4 x 16 + 3 x 16
 
 
 # ------------------------------------------------------------------ purgeWrite
 
 
-def test_purge_write_keeps_exactly_the_newest(tmp_path):
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
+def test_purge_write_keeps_exactly_the_newest(tmp_path, file_set):
     kept, removed = [], foam.WriteCount()
     for step in range(1, 6):
-        foam.write_uncollated(tmp_path, str(step), step, fields(50), "binary")
+        data = fields(50, 0, file_set)
+        foam.write_uncollated(tmp_path, str(step), step, data, "binary", False, file_set)
         kept.append(str(step))
         removed.add(foam.purge(tmp_path, kept, 2))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["4", "5"]
     assert kept == ["4", "5"]
-    assert removed.files_removed == 3 * 8 and removed.dirs_removed == 3 * 3
+    assert removed.files_removed == 3 * foam.files_per_write(file_set)
+    assert removed.dirs_removed == 3 * 3
     assert foam.purge(tmp_path, kept, 0).files_removed == 0  # 0 keeps everything
 
 
 # ------------------------------------------------------------------ collated
 
 
-def test_collated_file_holds_every_rank_block(tmp_path):
-    blocks, expected = {}, {}
-    for rank in range(3):
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
+def test_collated_file_holds_every_rank_block(tmp_path, file_set):
+    blocks, ranks, cells = {}, 3, 40
+    for rank in range(ranks):
+        data = fields(cells, rank, file_set)
         for name in FIELD_NAMES:
-            data = b"".join(
-                bytes(p) for p in foam.field_parts(name, fields(40, rank)[name], "binary", "5")
+            block = foam.collated_block(
+                name, data[name], "binary", "5", file_set, cells, rank, ranks
             )
-            blocks.setdefault(name, []).append(data)
-            expected.setdefault(name, []).append(data)
+            blocks.setdefault(name, []).append(block)
+            # a rank's block is its uncollated file; v1912 leaves the header and the
+            # closing line out of every block but the master's
+            whole = b"".join(
+                bytes(part)
+                for part in foam.field_parts(
+                    name, data[name], "binary", "5", file_set, cells, rank, ranks
+                )
+            )
+            if file_set == "document_001" or rank == 0:
+                assert block == whole
+            else:
+                assert whole.endswith(block + foam.V1912_FOOTER.encode())
+                assert block.startswith(b"dimensions") and b"FoamFile" not in block
     (tmp_path / "processors3").mkdir()
-    count = foam.write_collated(tmp_path / "processors3", "5", 5, blocks, "binary")
-    assert (count.files, count.dirs) == (8, 3)
+    count = foam.write_collated(tmp_path / "processors3", "5", 5, blocks, "binary", False, file_set)
+    assert (count.files, count.dirs) == (foam.files_per_write(file_set), 3)
+    files, _ = tree(tmp_path / "processors3/5")
+    assert files == TIME_FILES[file_set]
     for name in FIELD_NAMES:
-        head, found = foam.read_collated((tmp_path / "processors3/5" / name).read_bytes())
+        path = tmp_path / "processors3/5" / name
+        head, found = foam.read_collated(path.read_bytes())
         assert head["class"] == "decomposedBlockData" and head["object"] == name
-        assert found == expected[name]
+        assert found == blocks[name]
+        if file_set == "v1912":  # as v1912: binary, its blocks counted, its own path named
+            assert head["format"] == "binary" and head["blocks"] == "3"
+            assert head["location"] == str(path.resolve())
         for rank, block in enumerate(found):
-            _, values = foam.read_field(block)
-            np.testing.assert_array_equal(values.ravel(), np.ravel(fields(40, rank)[name]))
+            _, values = foam.read_field(block, "binary")
+            np.testing.assert_array_equal(
+                values.ravel(), np.ravel(fields(cells, rank, file_set)[name])
+            )
 
 
 @needs_mpi
-def test_collated_two_rank_run_with_purge(tmp_path):
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
+def test_collated_two_rank_run_with_purge(tmp_path, file_set):
     params = {**PARAMS, "file_handler": "collated", "write_interval": 1, "purge_write": 2}
-    params["write_format"] = "ascii"
+    params.update(write_format="ascii", file_set=file_set)
     case, result = run_writer(tmp_path, 2, cfd_proxy.writer_config(params))
     assert sorted(p.name for p in (case / "processors2").iterdir()) == ["5", "6"]
     assert not list(case.glob("processor[0-9]*"))
-    assert result["files_created"] == 6 * 8 and result["dirs_created"] == 6 * 3
-    assert result["files_removed"] == 4 * 8 and result["problems"] == []
+    # the uniform files once per write, by the master: 9 (8) files and 3 folders per write
+    files, dirs = tree(case / "processors2")
+    assert files == {f"{t}/{f}" for t in ("5", "6") for f in TIME_FILES[file_set]}
+    assert dirs == {os.path.normpath(f"{t}/{d}") for t in ("5", "6") for d in TIME_DIRS}
+    per_write = foam.files_per_write(file_set)
+    assert result["files_created"] == 6 * per_write and result["dirs_created"] == 6 * 3
+    assert result["files_removed"] == 4 * per_write and result["problems"] == []
     for name in FIELD_NAMES:
         _, blocks = foam.read_collated((case / "processors2/6" / name).read_bytes())
         assert len(blocks) == 2
         for rank, block in enumerate(blocks):
-            head, values = foam.read_field(block)
-            assert head["format"] == "ascii" and head["object"] == name
+            head, values = foam.read_field(block, "ascii")
+            assert head["format"] == "ascii"
+            if file_set == "document_001" or rank == 0:
+                assert head["object"] == name
             if name in ("k", "U", "phi"):
+                digits = foam.number_width(name, file_set) - 6
                 np.testing.assert_allclose(
-                    values.ravel(), np.ravel(cfd_writer.static_fields(1500, rank)[name]), rtol=1e-8
+                    values.ravel(),
+                    np.ravel(cfd_writer.static_fields(1500, rank, file_set)[name]),
+                    rtol=1e-8 if digits >= 9 else 10.0 ** (1 - digits),
                 )
+
+
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
+@pytest.mark.parametrize("fmt", ["binary", "ascii"])
+def test_c_helper_and_python_write_the_same_bytes(tmp_path, fmt, file_set):
+    """Every rank's place in a 3-rank duct (its patches differ), three write times."""
+    if native.foamio() is None:
+        pytest.skip(f"the C helper is not built here: {native.status('foamio')}")
+    trees = {}
+    for how in ("c", "python"):
+        for rank in range(3):
+            root = tmp_path / how / f"processor{rank}"
+            root.mkdir(parents=True)
+            data = fields(60, rank, file_set)
+            writer = foam.UncollatedWriter(root, data, fmt, how == "c", file_set, rank, 3)
+            if how == "python":
+                writer.native = None
+            for step in (1, 10, 100):
+                count = writer.write(foam.time_name(step), step)
+                assert count.files == foam.files_per_write(file_set) and count.dirs == 3
+                assert count.bytes == foam.rank_write_bytes(
+                    60, fmt, foam.time_name(step), step, file_set, rank, 3
+                )
+        trees[how] = {
+            str(p.relative_to(tmp_path / how)): p.read_bytes() if p.is_file() else None
+            for p in sorted((tmp_path / how).rglob("*"))
+        }
+    assert trees["c"] == trees["python"]
+    assert sum(v is not None for v in trees["c"].values()) == 3 * 3 * foam.files_per_write(file_set)
 
 
 # ------------------------------------------------------------------ the workload
@@ -273,7 +439,8 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
     monkeypatch.setattr("tierbench.runner.RunFolder.__exit__", lambda self, *a: kept.append(self))
     record = run_job(spec(tier, ensemble=2, steps=4, write_interval=1), cfd_proxy.run)
     metrics = by_name(record)
-    assert metrics["files_created"]["value"] == 2 * 2 * 4 * 8  # members x ranks x writes x 8
+    # members x ranks x writes x 9 files (v1912, the default)
+    assert metrics["files_created"]["value"] == 2 * 2 * 4 * 9
     assert metrics["dirs_created"]["value"] == 2 * 2 * 4 * 3
     assert metrics["bytes_written"]["value"] == 4 * metrics["bytes_per_write"]["value"]
     for name in ("time_per_step", "time_per_step_write", "write_phase_time"):
@@ -353,26 +520,35 @@ def test_more_bytes_than_the_tier_cap_fails_before_writing(tmp_path):
 
 
 def test_planned_bytes_counts_kept_time_folders():
-    one = cfd_proxy.bytes_per_write({**PARAMS, "ranks": 1})
-    assert cfd_proxy.bytes_per_write(PARAMS) == 2 * one
+    one = cfd_proxy.bytes_per_write({**PARAMS, "ranks": 1, "file_set": "document_001"})
+    assert cfd_proxy.bytes_per_write({**PARAMS, "file_set": "document_001"}) == 2 * one
+    # v1912: each rank's patches are its place's (inlet or outlet, a processor patch)
+    cells = PARAMS["cells_per_rank"]
+    ranks = [foam.rank_write_bytes(cells, "binary", "6", 6, "v1912", r, 2) for r in range(2)]
+    assert cfd_proxy.bytes_per_write(PARAMS) == sum(ranks)
+    assert cfd_proxy.bytes_per_write({**PARAMS, "ensemble": 3}) == 3 * sum(ranks)
     assert cfd_proxy.planned_bytes({**PARAMS, "write_interval": "none"}) == 0
     everything = cfd_proxy.planned_bytes(PARAMS)  # 3 writes, all kept
     purged = cfd_proxy.planned_bytes({**PARAMS, "purge_write": 1})  # 2 at the peak
     assert everything > purged > 0 and everything * 2 == purged * 3
 
 
-def test_wrong_counts_fail_the_point():
-    result = {"files_created": 47, "dirs_created": 18, "writes": 3}
-    with pytest.raises(PointFailed, match="created 47 files"):
-        cfd_proxy.check_counts([result], cfd_proxy.with_defaults(PARAMS))
-    totals = [{"files": 24, "dirs": 9, "bytes": 1, "files_removed": 0, "dirs_removed": 0}] * 2
-    times = np.ones(6)
-    ok = cfd_writer.summarise(cfd_proxy.writer_config(PARAMS), 2, times, times, totals, (48, 20), 1)
+@pytest.mark.parametrize("file_set, per_write", [("v1912", 9), ("document_001", 8)])
+def test_wrong_counts_fail_the_point(file_set, per_write):
+    params = {**PARAMS, "file_set": file_set}
+    files = 2 * 3 * per_write  # 2 ranks x 3 writes
+    result = {"files_created": files - 1, "dirs_created": 18, "writes": 3}
+    with pytest.raises(PointFailed, match=f"created {files - 1} files"):
+        cfd_proxy.check_counts([result], cfd_proxy.with_defaults(params))
+    cfd_proxy.check_counts([{**result, "files_created": files}], cfd_proxy.with_defaults(params))
+    rank = {"files": 3 * per_write, "dirs": 9, "bytes": 1, "files_removed": 0, "dirs_removed": 0}
+    times, config = np.ones(6), cfd_proxy.writer_config(params)
+    ok = cfd_writer.summarise(config, 2, times, times, [rank] * 2, (files, 20), 1)
     assert ok["problems"] == []
-    short = cfd_writer.summarise(
-        cfd_proxy.writer_config(PARAMS), 2, times, times, totals[:1], (24, 10), 1
-    )
-    assert "layout needs 48 and 18" in short["problems"][0]
+    short = cfd_writer.summarise(config, 2, times, times, [rank], (files // 2, 10), 1)
+    assert f"layout needs {files} and 18" in short["problems"][0]
+    collated = {**config, "file_handler": "collated"}
+    assert cfd_writer.expected_counts(collated, 2) == (3, 3 * per_write, 3 * 3)
 
 
 # ------------------------------------------------------------------ launcher
@@ -458,7 +634,8 @@ def test_smoke_study_end_to_end(pipeline):
     files = summary[summary["metric"] == "files_created"].set_index(
         ["tier", "experiment", "ensemble", "write_interval"]
     )["median"]
-    # 1 rank x 20 writes x 8 files per member; collated: 20 writes x 8 files
+    # the document's experiments write document 001's set: 1 rank x 20 writes x 8 files per
+    # member; collated: 20 writes x 8 files
     assert files[("shm", "single_vs_ensemble", 1, "1")] == 20 * 8
     assert files[("disk", "single_vs_ensemble", 2, "1")] == 2 * 20 * 8
     assert files[("shm", "file_handler", 1, "1")] == 20 * 8
@@ -477,3 +654,46 @@ def test_smoke_study_end_to_end(pipeline):
     assert all(entry["caption"] for entry in manifest)
     assert (study / "figures/cfd/cfd_bandwidth.csv").is_file()
     assert (pipeline.root / "results/testbox/report.html").is_file()
+
+
+# ------------------------------------------------------------------ against the real solver
+
+#: a tiny shape both run: 2 ranks of 2000 cells (blocks of 20 x 10 x 10), 3 iterations
+REAL_SHAPE = {
+    "ranks": 2, "ensemble": 1, "cells_per_rank": 2000, "steps": 3, "write_interval": 1,
+    "purge_write": 0, "warmup_steps": 1,
+}  # fmt: skip
+
+
+@pytest.mark.e2e
+@needs_mpi
+@pytest.mark.parametrize("handler", ["uncollated", "collated"])
+@pytest.mark.parametrize("fmt", ["binary", "ascii"])
+def test_bytes_per_write_within_10_percent_of_real_v1912(solver, tmp_path, fmt, handler):  # noqa: F811
+    """The default file set next to simpleFoam in the same shape: the same files and
+    folders per write, and bytes per write within 10 % (binary: the same to a few bytes)."""
+    shape = {**REAL_SHAPE, "write_format": fmt, "file_handler": handler}
+    (tmp_path / "tier").mkdir()
+    record = run_job(job_spec("openfoam", tmp_path / "tier", shape), openfoam.run)
+    for m in record["metrics"]:
+        assert m["status"] == "ok", m["reason"]
+    real = {m["metric"]: m["value"] for m in record["metrics"]}
+    case, result = run_writer(tmp_path, 2, cfd_proxy.writer_config({**PARAMS, **shape}))
+    writers = 2 if handler == "uncollated" else 1
+    assert real["files_per_write"] == 9 == result["files_created"] / (writers * 3)
+    assert real["dirs_per_write"] == 3 == result["dirs_created"] / (writers * 3)
+    # the same file names in every writer's time folder
+    proxy_tree = {
+        writer.name: {str(p.relative_to(writer / "3")): p.stat().st_size
+                      for p in (writer / "3").rglob("*") if p.is_file()}
+        for writer in case.iterdir()
+    }  # fmt: skip
+    real_tree = record["extra"]["write_tree"]["writers"]
+    assert set(proxy_tree) == set(real_tree)
+    for writer, files in real_tree.items():
+        assert set(files["files"]) == set(proxy_tree[writer])
+    ratio = (result["bytes_written"] / 3) / real["bytes_per_write"]
+    sizes = {w: (proxy_tree[w], real_tree[w]["files"]) for w in real_tree}
+    assert 0.9 <= ratio <= 1.1, f"proxy/real bytes per write {ratio:.4f}: {sizes}"
+    if fmt == "binary":  # doubles are doubles: only a path and a number's digits may differ
+        assert abs(ratio - 1) < 0.001, f"proxy/real bytes per write {ratio:.5f}: {sizes}"

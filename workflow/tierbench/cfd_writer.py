@@ -12,9 +12,18 @@ barrier. Steps are timed on every rank; a step's time is the maximum over
 ranks (the barrier makes them nearly equal). Steps with and without a write
 are reported apart, and the write phase is timed on its own.
 
+What a write puts on disk is ``file_set``'s (:mod:`tierbench.foam`): ``v1912``
+(the default) the 9 files per rank per write of OpenFOAM v1912, their fields'
+boundary patches those of the rank's block of the duct (rank 0 has the inlet,
+the last rank the outlet, every rank a processor patch per neighbour), or
+``document_001`` the 8 files document 001 lists. The Jacobi sweeps run on a
+2-D slab of the rank's cells; the files describe the 3-D block the openfoam
+workload meshes for the same cells (:func:`tierbench.foam.block_shape`).
+
 The program counts the files and folders it creates and checks them against
-the layout (uncollated: ranks x writes x 8 files and x 3 folders) and against
-what is on disk at the end; a mismatch fails the run.
+the layout (uncollated: ranks x writes x 9 files, or 8 in document_001's set,
+and x 3 folders; collated: writes x 9 (8) files and x 3 folders, the master's)
+and against what is on disk at the end; a mismatch fails the run.
 
 ``--gate DIR`` lets several launches start their measured loop together: rank
 0 creates ``DIR/ready-<name>`` and waits for ``DIR/go`` before the first step.
@@ -89,26 +98,37 @@ class Solver:
         return {**static, "p": self.pressure[: self.cells]}
 
 
-def static_fields(cells: int, rank: int) -> dict[str, np.ndarray]:
-    """The fields other than p, seeded by rank (so each rank's data is its own)."""
+def static_fields(
+    cells: int, rank: int, file_set: str = foam.DEFAULT_FILE_SET
+) -> dict[str, np.ndarray]:
+    """The fields other than p, seeded by rank (so each rank's data is its own).
+
+    phi has a value per internal face of the rank's block (v1912) or 3 per
+    cell (document_001).
+    """
     rng = np.random.default_rng(1000 + rank)
     return {
         "U": rng.standard_normal((cells, 3)),
         "k": rng.random(cells) + 0.01,
         "omega": rng.random(cells) * 100 + 1,
         "nut": rng.random(cells) * 1e-3,
-        "phi": rng.standard_normal(3 * cells) * 1e-4,
+        "phi": rng.standard_normal(foam.values_per_field("phi", cells, file_set)) * 1e-4,
     }
+
+
+def file_set_of(config: dict) -> str:
+    return foam.check_file_set(config.get("file_set", foam.DEFAULT_FILE_SET))
 
 
 def expected_counts(config: dict, ranks: int) -> tuple[int, int, int]:
     """(writes, files created, folders created) the layout prescribes."""
     writes = write_steps(config["steps"], config["write_interval"])
     writers = ranks if config["file_handler"] == "uncollated" else 1
+    file_set = file_set_of(config)
     return (
         len(writes),
-        writers * len(writes) * foam.FILES_PER_WRITE,
-        (writers * len(writes) * foam.DIRS_PER_WRITE),
+        writers * len(writes) * foam.files_per_write(file_set),
+        writers * len(writes) * foam.dirs_per_write(file_set),
     )
 
 
@@ -134,10 +154,11 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
     rank, size = comm.Get_rank(), comm.Get_size()
     cells, fmt, fsync = config["cells"], config["write_format"], config.get("fsync", False)
     collated = config["file_handler"] == "collated"
+    file_set = file_set_of(config)
     writes = set(write_steps(config["steps"], config["write_interval"]))
     purge_keep = config.get("purge_write", 0)
     solver = Solver(comm, cells, config["sweeps"])
-    static = static_fields(cells, rank)
+    static = static_fields(cells, rank, file_set)
     if collated:
         root = case / f"processors{size}"
         if rank == 0:
@@ -147,7 +168,10 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
         root.mkdir(parents=True, exist_ok=True)
     # the solver updates its fields in place, so the writer prepares their files once
     # (and loads its C helper) before the ranks start together
-    writer = None if collated else foam.UncollatedWriter(root, solver.fields(static), fmt, fsync)
+    writer = None
+    if not collated:
+        fields = solver.fields(static)
+        writer = foam.UncollatedWriter(root, fields, fmt, fsync, file_set, rank, size)
     for _ in range(config.get("warmup_steps", 0)):  # untimed: caches, clocks, first sweeps
         solver.step()
     comm.Barrier()
@@ -169,7 +193,9 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
             tname = foam.time_name(step)
             if collated:
                 fields = solver.fields(static)
-                done = write_collated_step(comm, root, tname, step, fields, fmt, fsync)
+                done = write_collated_step(
+                    comm, root, tname, step, fields, fmt, fsync, file_set, cells
+                )
             else:
                 done = writer.write(tname, step)
             if rank == 0 or not collated:
@@ -200,14 +226,17 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
     return summarise(config, size, slowest_steps, slowest_writes, totals, on_disk, loop_time)
 
 
-def write_collated_step(comm, root: Path, tname: str, index: int, fields, fmt, fsync):
-    """Each rank serialises its files, the master gathers the blocks and writes them."""
+def write_collated_step(
+    comm, root: Path, tname: str, index: int, fields, fmt, fsync, file_set, cells
+):
+    """Each rank serialises its blocks, the master gathers them and writes the files."""
+    rank, size = comm.Get_rank(), comm.Get_size()
     blocks = {}
     for name in foam.FIELDS:
-        parts = foam.field_parts(name, fields[name], fmt, tname)
-        local = np.frombuffer(b"".join(bytes(p) for p in parts), dtype=np.uint8)
+        block = foam.collated_block(name, fields[name], fmt, tname, file_set, cells, rank, size)
+        local = np.frombuffer(block, dtype=np.uint8)
         sizes = comm.gather(local.size, root=0)
-        if comm.Get_rank() == 0:
+        if rank == 0:
             buffer = np.empty(sum(sizes), dtype=np.uint8)
             comm.Gatherv(local, (buffer, sizes), root=0)
             offsets = np.concatenate([[0], np.cumsum(sizes)])
@@ -216,9 +245,9 @@ def write_collated_step(comm, root: Path, tname: str, index: int, fields, fmt, f
             ]
         else:
             comm.Gatherv(local, None, root=0)
-    if comm.Get_rank() != 0:
+    if rank != 0:
         return foam.WriteCount()
-    return foam.write_collated(root, tname, index, blocks, fmt, fsync)
+    return foam.write_collated(root, tname, index, blocks, fmt, fsync, file_set)
 
 
 def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time) -> dict:

@@ -1,31 +1,61 @@
 """OpenFOAM-style output files: what a decomposed solver writes at a write time.
 
 Pure functions, no MPI: the layout of a time folder, the bytes of every file
-(FoamFile header, field payload in ``binary`` or ``ascii``), the collated
-container that holds one block per rank, purgeWrite, and a reader that parses
-all of it back (used by the checks and the tests).
+(FoamFile header, field values in ``binary`` or ``ascii``, boundary patches),
+the collated container that holds one block per rank, purgeWrite, and a
+reader that parses all of it back (used by the checks and the tests).
 
-Layout (``fileHandler uncollated``, document 001)::
+Two file sets (``file_set``):
+
+``v1912`` (the default) is what OpenFOAM v1912's simpleFoam (kOmegaSST, the
+duct case of :mod:`tierbench.workloads.openfoam`, ``fileHandler
+uncollated``) writes, measured::
+
+    processor<rank>/<time>/{U,p,k,omega,nut,phi}
+    processor<rank>/<time>/uniform/{time,cumulativeContErr}
+    processor<rank>/<time>/uniform/functionObjects/functionObjectProperties
+
+that is 9 files and 3 folders (``<time>``, ``uniform``, ``functionObjects``)
+per rank per write. A field file holds its internalField and a boundaryField
+with the duct's patches (inlet, outlet, walls) and a processor patch per
+neighbouring rank, each written as v1912 writes the case's boundary
+conditions: a value per face for wall functions, processor and calculated
+patches, a ``uniform`` value once, nothing for zeroGradient and noSlip. The
+faces follow the mesh the proxy claims, the openfoam workload's: per rank one
+block of ``cells`` hexahedra as close to a cube as the count factors
+(:func:`block_shape`), the ranks stacked along the duct, so rank 0 holds the
+inlet, the last rank the outlet, every rank its four walls; phi holds a value
+per internal face. Banner, headers and dictionaries are laid out byte for byte
+as v1912 lays them out (the banner names the proxy in a cell of the same
+width; ``uniform/time`` and ``functionObjectProperties`` are ascii in either
+format, as v1912 writes them). Binary values are 8-byte doubles; ascii numbers
+have a fixed width per field (:data:`V1912_WIDTHS`), about what v1912 prints
+at writePrecision 6 for the duct's values, so sizes are exact in both formats.
+
+``document_001`` is the layout document 001 lists, kept as it was::
 
     processor<rank>/<time>/{U,p,k,omega,nut,phi}
     processor<rank>/<time>/uniform/time
     processor<rank>/<time>/uniform/functionObjects/functionObjectProperties
 
-that is 8 files and 3 folders (``<time>``, ``uniform``, ``functionObjects``)
-per rank per write. ``collated`` writes ``processors<N>/<time>/<field>``: one
-file per field holding one block per rank (written by the master), plus the
-``uniform`` files once: 8 files and 3 folders per write for all ranks.
+8 files and 3 folders per rank per write; fields without boundary values
+(three ``calculated`` patches), phi 3 values per cell (the internal faces of
+a hexahedral mesh, about), ascii numbers 15 characters wide
+(``+1.23456789e-01``): 80 B per cell per write in binary, 162 in ascii.
 
-Field sizes follow the cell count: ``U`` has 3 values per cell, ``p``, ``k``,
-``omega`` and ``nut`` one, ``phi`` (a face flux) 3 per cell, the number of
-internal faces of a hexahedral mesh. Binary values are 8-byte doubles (80 B
-per cell per write); ascii values are written in a fixed width of 15
-characters (``+1.23456789e-01``), so sizes are exact in both formats.
+``collated`` writes ``processors<N>/<time>/<field>``: one file per field
+holding one block per rank (written by the master), plus the ``uniform``
+files once: 9 (document_001: 8) files and 3 folders per write for all ranks.
+As v1912 writes it, the container's header names the file's absolute path
+and the number of blocks, each block follows a ``// Processor<rank>`` line,
+the master's block is its whole uncollated file and every other rank's leaves
+out the header and the closing line.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -53,17 +83,30 @@ DIMENSIONS = {
     "nut": "[0 2 -1 0 0 0 0]",
     "phi": "[0 3 -1 0 0 0 0]",
 }
-UNIFORM_FILES = ("uniform/time", "uniform/functionObjects/functionObjectProperties")
+#: the files a write puts in the time folder (``file_set``), the default first
+FILE_SETS = ("v1912", "document_001")
+DEFAULT_FILE_SET = FILE_SETS[0]
+_UNIFORM_FILES = {
+    "v1912": (
+        "uniform/time",
+        "uniform/cumulativeContErr",
+        "uniform/functionObjects/functionObjectProperties",
+    ),
+    "document_001": ("uniform/time", "uniform/functionObjects/functionObjectProperties"),
+}
 #: folders made per write (per rank when uncollated): the time folder and two below it
 TIME_DIRS = ("", "uniform", "uniform/functionObjects")
-FILES_PER_WRITE = len(FIELDS) + len(UNIFORM_FILES)  # 8
-DIRS_PER_WRITE = len(TIME_DIRS)  # 3
 FORMATS = ("binary", "ascii")
 HANDLERS = ("uncollated", "collated")
-#: bytes per value on disk: a double, or a fixed-width number and its separator
-SCALAR_BYTES = {"binary": 8, "ascii": 16}  # "+1.23456789e-01\n"
-VECTOR_BYTES = {"binary": 24, "ascii": 50}  # "(a b c)\n"
+#: width of an ascii number, document_001: "+1.23456789e-01"
 NUMBER_WIDTH = 15
+#: v1912, width of an ascii number per field: v1912 prints 6 significant digits
+#: (writePrecision 6) in %g style, so a number is as wide as its magnitude makes it;
+#: measured in the duct's output (mean characters per number): U 9.8 (about 1 along
+#: the duct, +-1e-3 across), p 8.9, k 9.9, omega 6.9, nut 10.9, phi 11.2. The proxy
+#: writes "+1.2345e-01"-style numbers of that width (omega 8: two significant digits
+#: at least), as many significant digits as fit.
+V1912_WIDTHS = {"U": 10, "p": 9, "k": 10, "omega": 8, "nut": 11, "phi": 11}
 ARCH = "LSB;label=32;scalar=64"
 BANNER = (
     "/*--------------------------------*- C++ -*----------------------------------*\\\n"
@@ -83,6 +126,91 @@ BOUNDARY = (
     "    walls\n    {\n        type            calculated;\n    }\n"
     "}\n"
 )
+#: v1912's banner, line for line (80 columns); the empty cell of its last line names the proxy
+V1912_BANNER = (
+    "/*--------------------------------*- C++ -*----------------------------------*\\\n"
+    "| =========                 |                                                 |\n"
+    "| \\\\      /  F ield         | OpenFOAM: The Open Source CFD Toolbox           |\n"
+    "|  \\\\    /   O peration     | Version:                                        |\n"
+    "|   \\\\  /    A nd           | Website:  www.openfoam.com                      |\n"
+    "|    \\\\/     M anipulation  | tierbench cfd_proxy (output proxy)              |\n"
+    "\\*---------------------------------------------------------------------------*/\n"
+)
+V1912_SEPARATOR = SEPARATOR[:-1]  # v1912: the line, then each file's own blank line
+V1912_FOOTER = "\n" + FOOTER  # after a dictionary's last entry: two blank lines, the line
+#: the duct case's uniform boundary values (``openfoam.FLOW``: inflow 1 m/s, k, omega)
+CASE_VALUES = {"U": "(1 0 0)", "k": "0.00375", "omega": "16", "p": "0", "phi": "0"}
+#: a value per face (a nonuniform list)
+LIST = "list"
+
+
+def _patch(kind: str, value: str | None, before=(), after=()) -> tuple:
+    return (*before, ("type", kind), *after), value
+
+
+#: v1912's boundaryField of the duct case (openfoam_case/0/*), per field and patch:
+#: the entries it writes (in its order) and the value (None: none, LIST, or uniform text)
+BOUNDARY_V1912 = {
+    "U": {
+        "inlet": _patch("fixedValue", CASE_VALUES["U"]),
+        "outlet": _patch("zeroGradient", None),
+        "walls": _patch("noSlip", None),
+    },
+    "p": {
+        "inlet": _patch("zeroGradient", None),
+        "outlet": _patch("fixedValue", CASE_VALUES["p"]),
+        "walls": _patch("zeroGradient", None),
+    },
+    "k": {
+        "inlet": _patch("fixedValue", CASE_VALUES["k"]),
+        "outlet": _patch("zeroGradient", None),
+        "walls": _patch("kqRWallFunction", LIST),
+    },
+    "omega": {
+        "inlet": _patch("fixedValue", CASE_VALUES["omega"]),
+        "outlet": _patch("zeroGradient", None),
+        "walls": _patch("omegaWallFunction", LIST, before=(("blended", "1"), ("beta1", "0.075"))),
+    },
+    "nut": {
+        "inlet": _patch("calculated", LIST),
+        "outlet": _patch("calculated", LIST),
+        "walls": _patch(
+            "nutkWallFunction", LIST, after=(("Cmu", "0.09"), ("kappa", "0.41"), ("E", "9.8"))
+        ),
+    },
+    "phi": {
+        "inlet": _patch("calculated", LIST),
+        "outlet": _patch("calculated", LIST),
+        "walls": _patch("calculated", CASE_VALUES["phi"]),
+    },
+}
+PROCESSOR_PATCH = _patch("processor", LIST)
+
+
+def check_file_set(file_set: str) -> str:
+    if file_set not in FILE_SETS:
+        raise ValueError(f"file_set {file_set!r} is not one of {', '.join(FILE_SETS)}")
+    return file_set
+
+
+def uniform_files(file_set: str = DEFAULT_FILE_SET) -> tuple[str, ...]:
+    """The files of ``<time>/uniform`` a write makes (once per write when collated)."""
+    return _UNIFORM_FILES[check_file_set(file_set)]
+
+
+def files_per_write(file_set: str = DEFAULT_FILE_SET) -> int:
+    """Files per rank per write (uncollated), per write (collated): v1912 9, document_001 8."""
+    return len(FIELDS) + len(uniform_files(file_set))
+
+
+def dirs_per_write(file_set: str = DEFAULT_FILE_SET) -> int:
+    """Folders per rank per write (uncollated), per write (collated): 3 in either set."""
+    check_file_set(file_set)
+    return len(TIME_DIRS)
+
+
+FILES_PER_WRITE = files_per_write()  # the default set's: 9 (document_001: 8)
+DIRS_PER_WRITE = dirs_per_write()  # 3
 
 
 def time_name(step: int, delta_t: float = 1.0) -> str:
@@ -91,13 +219,91 @@ def time_name(step: int, delta_t: float = 1.0) -> str:
     return f"{value:g}"
 
 
-def values_per_field(name: str, cells: int) -> int:
-    """Number of values (vectors count once) a field of ``cells`` cells holds."""
+# ---------------------------------------------------------------- the mesh
+
+
+@functools.lru_cache(maxsize=256)
+def block_shape(cells: int) -> tuple[int, int, int]:
+    """One rank's cells as (x, y, z) counts, as close to a cube as ``cells`` factors.
+
+    The openfoam workload's block (:func:`tierbench.workloads.openfoam.block_shape`,
+    the same rule; a test keeps them in step): ties go to the longest side along
+    x, the direction the ranks are stacked in.
+    """
+    if cells < 1:
+        raise ValueError(f"a rank needs at least one cell, not {cells}")
+    best = None
+    for y in range(1, math.isqrt(cells) + 1):
+        if cells % y:
+            continue
+        rest = cells // y
+        for z in range(y, math.isqrt(rest) + 1):
+            if rest % z:
+                continue
+            x = rest // z
+            shape = (max(x, y, z), *sorted((x, y, z))[:2][::-1])
+            key = (max(shape) / min(shape), -shape[0])
+            if best is None or key < best[0]:
+                best = (key, shape)
+    return best[1]
+
+
+def internal_faces(cells: int) -> int:
+    """Faces between two cells of a rank's block (phi's values in v1912)."""
+    x, y, z = block_shape(cells)
+    return (x - 1) * y * z + x * (y - 1) * z + x * y * (z - 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def patches(cells: int, rank: int = 0, ranks: int = 1) -> tuple[tuple[str, str, int], ...]:
+    """(name, kind, faces) of a rank's boundary patches, in the order v1912 writes them.
+
+    The ranks' blocks are stacked along the duct (decomposePar's simple method
+    ``n (ranks 1 1)``): inlet and outlet have faces on the first and the last
+    rank only (both when serial), every rank has its four walls, and a
+    processor patch to each neighbour, the lower first.
+    """
+    if not 0 <= rank < ranks:
+        raise ValueError(f"rank {rank} is not one of {ranks} ranks")
+    x, y, z = block_shape(cells)
+    end = y * z
+    found = [
+        ("inlet", "inlet", end if rank == 0 else 0),
+        ("outlet", "outlet", end if rank == ranks - 1 else 0),
+        ("walls", "walls", 2 * x * (y + z)),
+    ]
+    for neighbour in (rank - 1, rank + 1):
+        if 0 <= neighbour < ranks:
+            found.append((f"procBoundary{rank}to{neighbour}", "processor", end))
+    return tuple(found)
+
+
+def values_per_field(name: str, cells: int, file_set: str = DEFAULT_FILE_SET) -> int:
+    """Values (vectors count once) of a field's internalField for ``cells`` cells."""
+    if name == "phi" and check_file_set(file_set) == "v1912":
+        return internal_faces(cells)
     return FIELDS[name][3] * cells
 
 
+def number_width(name: str, file_set: str = DEFAULT_FILE_SET) -> int:
+    """Characters of one ascii number of a field."""
+    return V1912_WIDTHS[name] if check_file_set(file_set) == "v1912" else NUMBER_WIDTH
+
+
+def value_bytes(name: str, fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
+    """Bytes of one value on disk: doubles, or fixed-width numbers and their separators."""
+    components = FIELDS[name][2]
+    if fmt == "binary":
+        return 8 * components
+    width = number_width(name, file_set)
+    return width + 1 if components == 1 else components * (width + 1) + 2  # "(a b c)\n"
+
+
+# ---------------------------------------------------------------- headers and layouts
+
+
 def header(cls: str, location: str, obj: str, fmt: str) -> str:
-    """Banner and FoamFile dictionary that every OpenFOAM file starts with."""
+    """Banner and FoamFile dictionary that every file of document_001's set starts with."""
     arch = f'    arch        "{ARCH}";\n' if fmt == "binary" else ""
     return (
         BANNER + "FoamFile\n{\n"
@@ -111,162 +317,374 @@ def header(cls: str, location: str, obj: str, fmt: str) -> str:
     )
 
 
+def v1912_header(cls: str, location: str, obj: str, fmt: str, blocks: int | None = None) -> str:
+    """v1912's banner and FoamFile dictionary, up to its separator line.
+
+    ``arch`` follows the class in binary; a collated container (``blocks``)
+    says its blocks instead and is binary with no arch in either format.
+    """
+    lines = ["version     2.0", f"format      {fmt}", f"class       {cls}"]
+    if blocks is not None:
+        lines.append(f"blocks      {blocks}")
+    elif fmt == "binary":
+        lines.append(f'arch        "{ARCH}"')
+    lines += [f'location    "{location}"', f"object      {obj}"]
+    entries = "".join(f"    {line};\n" for line in lines)
+    return V1912_BANNER + "FoamFile\n{\n" + entries + "}\n" + V1912_SEPARATOR
+
+
 #: stand-ins for the parts of a header that change per write, in the cached templates
-_TIME, _INDEX = "\0time\0", "\0index\0"
+_TIME, _INDEX, _CONTERR = "\0time\0", "\0index\0", "\0conterr\0"
 
 
-def _field_prefix_text(name: str, time: str, count: int, fmt: str) -> str:
+@dataclass(frozen=True)
+class Layout:
+    """A field file in pieces: text and, between the texts, lists of values.
+
+    The file is ``head[0] + <time> + head[1] + texts[0] + <values of
+    slots[0]> + texts[1] + ... + texts[-1]``. A slot is ``(source, values)``:
+    source -1 is the internalField, i >= 0 the i-th patch of
+    :func:`patches`. ``tail`` is the closing text a collated block of a rank
+    other than the master leaves out (v1912), with the header.
+    """
+
+    head: tuple[bytes, bytes]
+    texts: tuple[bytes, ...]
+    slots: tuple[tuple[int, int], ...]
+    tail: int = 0
+
+
+def _list_open(kind: str, count: int, fmt: str) -> str:
+    return f"nonuniform List<{kind}> \n{count}\n(" + ("\n" if fmt == "ascii" else "")
+
+
+def _document_001_layout(name: str, count: int, fmt: str) -> Layout:
     cls, kind, _, _ = FIELDS[name]
-    text = header(cls, time, name, fmt)
+    text = header(cls, _TIME, name, fmt)
     text += f"dimensions      {DIMENSIONS[name]};\n\n"
-    text += f"internalField   nonuniform List<{kind}> \n{count}\n("
-    if fmt == "ascii":
-        text += "\n"
-    return text
+    text += f"internalField   {_list_open(kind, count, fmt)}"
+    before, after = text.split(_TIME)
+    return Layout((before.encode(), after.encode()), (b"", _FIELD_SUFFIX), ((-1, count),))
 
 
-@functools.lru_cache(maxsize=1024)
-def _field_prefix_around_time(name: str, count: int, fmt: str) -> tuple[bytes, bytes]:
-    """A field's header up to its time and after it (the time is its only part that changes)."""
-    before, after = _field_prefix_text(name, _TIME, count, fmt).split(_TIME)
-    return before.encode(), after.encode()
+def _v1912_layout(name: str, count: int, cells: int, rank: int, ranks: int, fmt: str) -> Layout:
+    """A field file as v1912 writes it for the duct case (see the module's docstring)."""
+    cls, kind, _, _ = FIELDS[name]
+    before, after = (v1912_header(cls, _TIME, name, fmt) + "\n").split(_TIME)
+    texts, slots = [], []
+    closing = ")\n;\n" if fmt == "ascii" else ");\n"
+    text = f"dimensions      {DIMENSIONS[name]};\n"
+    if name == "phi":
+        text += "oriented        oriented;\n"
+    text += "\n\ninternalField   "
 
+    def add_list(source: int, n: int) -> None:
+        """``nonuniform`` and a list of n values (a slot); an empty list is text only."""
+        nonlocal text
+        if n == 0:
+            text += ("nonuniform 0()" if fmt == "ascii" else "nonuniform 0") + ";\n"
+            return
+        texts.append(text + _list_open(kind, n, fmt))
+        slots.append((source, n))
+        text = closing
 
-def field_prefix(name: str, time: str, count: int, fmt: str) -> bytes:
-    """Banner, FoamFile header and the start of the internalField list of a field file."""
-    before, after = _field_prefix_around_time(name, count, fmt)
-    return before + time.encode() + after
+    add_list(-1, count)
+    text += "\nboundaryField\n{\n"
+    for index, (patch, patch_kind, faces) in enumerate(patches(cells, rank, ranks)):
+        entries, value = (
+            PROCESSOR_PATCH if patch_kind == "processor" else BOUNDARY_V1912[name][patch_kind]
+        )
+        text += f"    {patch}\n    {{\n"
+        text += "".join(f"        {key:<15} {val};\n" for key, val in entries)
+        if value is not None:
+            text += f"        {'value':<15} "
+            if value == LIST or faces == 0:
+                add_list(index, faces)
+            else:
+                text += f"uniform {value};\n"
+        text += "    }\n"
+    text += "}\n" + V1912_FOOTER
+    texts.append(text)
+    return Layout(
+        (before.encode(), after.encode()),
+        tuple(t.encode() for t in texts),
+        tuple(slots),
+        len(V1912_FOOTER),
+    )
 
 
 _FIELD_SUFFIX = (")\n;\n\n" + BOUNDARY + FOOTER).encode()
 
 
-def field_suffix() -> bytes:
-    return _FIELD_SUFFIX
+@functools.lru_cache(maxsize=4096)
+def field_layout(
+    name: str,
+    count: int,
+    cells: int,
+    fmt: str,
+    file_set: str = DEFAULT_FILE_SET,
+    rank: int = 0,
+    ranks: int = 1,
+) -> Layout:
+    """The pieces of a field file of ``count`` internal values on a rank of ``cells`` cells."""
+    if check_file_set(file_set) == "document_001":
+        return _document_001_layout(name, count, fmt)
+    return _v1912_layout(name, count, cells, rank, ranks, fmt)
 
 
-def payload_bytes(name: str, cells: int, fmt: str) -> int:
-    """The formula: bytes of a field's values in a format (headers excluded)."""
-    per_value = VECTOR_BYTES[fmt] if FIELDS[name][2] == 3 else SCALAR_BYTES[fmt]
-    return values_per_field(name, cells) * per_value
+def _layout_bytes(layout: Layout, name: str, fmt: str, file_set: str, time: str) -> int:
+    text = sum(map(len, layout.head)) + len(time) + sum(map(len, layout.texts))
+    return text + sum(n for _, n in layout.slots) * value_bytes(name, fmt, file_set)
 
 
-def field_file_bytes(name: str, cells: int, fmt: str, time: str) -> int:
-    count = values_per_field(name, cells)
-    return (
-        len(field_prefix(name, time, count, fmt))
-        + payload_bytes(name, cells, fmt)
-        + len(field_suffix())
-    )
+def payload_bytes(name: str, cells: int, fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
+    """The formula: bytes of a field's internalField values in a format (text excluded)."""
+    return values_per_field(name, cells, file_set) * value_bytes(name, fmt, file_set)
+
+
+def field_file_bytes(
+    name: str,
+    cells: int,
+    fmt: str,
+    time: str,
+    file_set: str = DEFAULT_FILE_SET,
+    rank: int = 0,
+    ranks: int = 1,
+) -> int:
+    """Bytes of one field file of a rank (uncollated)."""
+    count = values_per_field(name, cells, file_set)
+    layout = field_layout(name, count, cells, fmt, file_set, rank, ranks)
+    return _layout_bytes(layout, name, fmt, file_set, time)
+
+
+def cumulative_cont_err(index: int) -> str:
+    """The value of ``uniform/cumulativeContErr`` (v1912): 12 characters, growing with the index.
+
+    v1912 prints the solver's cumulative continuity error at writePrecision 6
+    (``-0.000277832`` in the duct's output); the proxy computes none, so its
+    number only has that width.
+    """
+    return f"-0.000{100_000 + index % 900_000:06d}"
 
 
 @functools.lru_cache(maxsize=8)
-def _uniform_templates(fmt: str) -> tuple[tuple[str, bytes], ...]:
-    """``(path, bytes %-template of time and index)`` of the two dictionaries, built once."""
+def _uniform_templates(fmt: str, file_set: str) -> tuple[tuple[str, bytes], ...]:
+    """``(path, bytes %-template of time, index and conterr)`` of the dictionaries, built once."""
 
     def template(text: str) -> bytes:
         text = text.replace("%", "%%").replace(_TIME, "%(time)b")
-        return text.replace(_INDEX, "%(index)d").encode()
+        return text.replace(_INDEX, "%(index)d").replace(_CONTERR, "%(conterr)b").encode()
 
-    time_text = header("dictionary", f"{_TIME}/uniform", "time", fmt) + (
-        f"value           {_TIME};\n"
-        f'name            "{_TIME}";\n'
-        f"index           {_INDEX};\n"
-        "deltaT          1;\n"
-        "deltaT0         1;\n" + FOOTER
+    if check_file_set(file_set) == "document_001":
+        time_text = header("dictionary", f"{_TIME}/uniform", "time", fmt) + (
+            f"value           {_TIME};\n"
+            f'name            "{_TIME}";\n'
+            f"index           {_INDEX};\n"
+            "deltaT          1;\n"
+            "deltaT0         1;\n" + FOOTER
+        )
+        props = header(
+            "dictionary", f"{_TIME}/uniform/functionObjects", "functionObjectProperties", fmt
+        ) + ("// no function objects\n" + FOOTER)
+        time_path, props_path = uniform_files(file_set)
+        return (time_path, template(time_text)), (props_path, template(props))
+    # v1912 writes uniform/time and functionObjectProperties in ascii in either format
+    time_text = v1912_header("dictionary", f"{_TIME}/uniform", "time", "ascii") + (
+        f"\nvalue           {_TIME};\n\n"
+        f'name            "{_TIME}";\n\n'
+        f"index           {_INDEX};\n\n"
+        "deltaT          1;\n\n"
+        "deltaT0         1;\n" + V1912_FOOTER
     )
-    props = header(
-        "dictionary", f"{_TIME}/uniform/functionObjects", "functionObjectProperties", fmt
-    ) + ("// no function objects\n" + FOOTER)
-    return (UNIFORM_FILES[0], template(time_text)), (UNIFORM_FILES[1], template(props))
+    cont_err = v1912_header(
+        "uniformDimensionedScalarField", f"{_TIME}/uniform", "cumulativeContErr", fmt
+    ) + (f"\ndimensions      [0 0 0 0 0 0 0];\nvalue           {_CONTERR};\n\n" + V1912_FOOTER)
+    props = v1912_header(
+        "dictionary", f"{_TIME}/uniform/functionObjects", "functionObjectProperties", "ascii"
+    ) + ("\n" + V1912_FOOTER)
+    paths = uniform_files(file_set)
+    return tuple(zip(paths, map(template, (time_text, cont_err, props)), strict=True))
 
 
-def uniform_texts(time: str, index: int, fmt: str) -> dict[str, bytes]:
-    """The two small dictionaries of ``<time>/uniform``."""
-    values = {b"time": time.encode(), b"index": index}
-    return {path: template % values for path, template in _uniform_templates(fmt)}
+def uniform_texts(
+    time: str, index: int, fmt: str, file_set: str = DEFAULT_FILE_SET
+) -> dict[str, bytes]:
+    """The small dictionaries of ``<time>/uniform`` (relative path -> bytes)."""
+    values = {b"time": time.encode(), b"index": index, b"conterr": b""}
+    if file_set == "v1912":
+        values[b"conterr"] = cumulative_cont_err(index).encode()
+    return {path: template % values for path, template in _uniform_templates(fmt, file_set)}
 
 
-def rank_write_bytes(cells: int, fmt: str, time: str, index: int) -> int:
-    """Bytes one rank writes at one write time when uncollated (8 files)."""
-    fields = sum(field_file_bytes(name, cells, fmt, time) for name in FIELDS)
-    return fields + sum(len(text) for text in uniform_texts(time, index, fmt).values())
+def rank_write_bytes(
+    cells: int,
+    fmt: str,
+    time: str,
+    index: int,
+    file_set: str = DEFAULT_FILE_SET,
+    rank: int = 0,
+    ranks: int = 1,
+) -> int:
+    """Bytes one rank writes at one write time when uncollated (9 files; document_001 8)."""
+    fields = sum(field_file_bytes(name, cells, fmt, time, file_set, rank, ranks) for name in FIELDS)
+    return fields + sum(len(text) for text in uniform_texts(time, index, fmt, file_set).values())
 
 
-def approx_bytes_per_cell(fmt: str) -> int:
-    """Payload bytes per cell per write (80 binary, 162 ascii), headers excluded."""
-    return sum(payload_bytes(name, 1, fmt) for name in FIELDS)
+def write_bytes(
+    cells: int, fmt: str, time: str, index: int, ranks: int, file_set: str = DEFAULT_FILE_SET
+) -> int:
+    """Bytes all ranks of one simulation write at one write time when uncollated."""
+    return sum(
+        rank_write_bytes(cells, fmt, time, index, file_set, rank, ranks) for rank in range(ranks)
+    )
+
+
+def approx_bytes_per_cell(fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
+    """Values' bytes per cell per write (phi 3 per cell), headers and boundaries excluded.
+
+    document_001: 80 binary, 162 ascii; v1912: 80 binary, 113 ascii.
+    """
+    return sum(FIELDS[name][3] * value_bytes(name, fmt, file_set) for name in FIELDS)
 
 
 # ---------------------------------------------------------------- payloads
 
 
-def fixed_width(values: np.ndarray) -> np.ndarray:
-    """Numbers as ``+d.dddddddde+xx`` in a (n, 15) uint8 array, vectorised.
+def fixed_width(values: np.ndarray, width: int = NUMBER_WIDTH) -> np.ndarray:
+    """Numbers as ``+d.ddde+xx`` in a (n, width) uint8 array, vectorised.
 
-    Magnitudes below 1e-99 are written as zero and above 9.99e99 clipped, so
-    every number has the same width and the file sizes follow the formula.
+    ``width - 6`` significant digits (at least 2: width 8 and more; 15 gives
+    ``+1.23456789e-01``). Magnitudes below 1e-99 are written as zero and
+    above 9.9..e99 clipped, so every number has the same width and the file
+    sizes follow the formula.
     """
+    digits = width - 6
+    if digits < 2:
+        raise ValueError(f"a fixed-width number needs at least 8 characters, not {width}")
+    scale = 10 ** (digits - 1)  # the mantissa as an integer: scale <= mantissa < 10 scale
+    largest = float("9." + "9" * (digits - 1) + "e99")
     v = np.asarray(values, dtype=np.float64).ravel()
-    v = np.where(np.abs(v) < 1e-99, 0.0, np.clip(v, -9.99999999e99, 9.99999999e99))
+    v = np.where(np.abs(v) < 1e-99, 0.0, np.clip(v, -largest, largest))
     a = np.abs(v)
     nonzero = a > 0
     exponent = np.zeros(v.size, dtype=np.int64)
     exponent[nonzero] = np.floor(np.log10(a[nonzero])).astype(np.int64)
     mantissa = np.zeros(v.size, dtype=np.int64)
     scaled = a[nonzero] / 10.0 ** exponent[nonzero]
-    mantissa[nonzero] = np.rint(scaled * 1e8).astype(np.int64)
-    # log10 may be off by one at powers of ten: renormalise to 1e8 <= mantissa < 1e9
-    high = mantissa >= 1_000_000_000
+    mantissa[nonzero] = np.rint(scaled * float(scale)).astype(np.int64)
+    # log10 may be off by one at powers of ten: renormalise to scale <= mantissa < 10 scale
+    high = mantissa >= 10 * scale
     mantissa[high] = np.rint(mantissa[high] / 10).astype(np.int64)
     exponent[high] += 1
-    low = nonzero & (mantissa < 100_000_000)
-    mantissa[low] = np.rint(a[low] / 10.0 ** (exponent[low] - 1) * 1e8).astype(np.int64)
+    low = nonzero & (mantissa < scale)
+    mantissa[low] = np.rint(a[low] / 10.0 ** (exponent[low] - 1) * float(scale)).astype(np.int64)
     exponent[low] -= 1
-    out = np.empty((v.size, NUMBER_WIDTH), dtype=np.uint8)
+    out = np.empty((v.size, width), dtype=np.uint8)
     out[:, 0] = np.where(v < 0, ord("-"), ord("+"))
-    digits = mantissa.copy()
-    for position in (10, 9, 8, 7, 6, 5, 4, 3, 1):
-        out[:, position] = digits % 10 + ord("0")
-        digits //= 10
+    remaining = mantissa.copy()
+    for position in (*range(digits + 1, 2, -1), 1):
+        out[:, position] = remaining % 10 + ord("0")
+        remaining //= 10
     out[:, 2] = ord(".")
-    out[:, 11] = ord("e")
-    out[:, 12] = np.where(exponent < 0, ord("-"), ord("+"))
+    out[:, digits + 2] = ord("e")
+    out[:, digits + 3] = np.where(exponent < 0, ord("-"), ord("+"))
     magnitude = np.abs(exponent)
-    out[:, 13] = magnitude // 10 + ord("0")
-    out[:, 14] = magnitude % 10 + ord("0")
+    out[:, digits + 4] = magnitude // 10 + ord("0")
+    out[:, digits + 5] = magnitude % 10 + ord("0")
     return out
 
 
-def encode_values(values: np.ndarray, components: int, fmt: str) -> bytes | memoryview:
-    """The payload of a field: raw doubles (no copy when contiguous) or ascii lines."""
+def encode_values(
+    values: np.ndarray, components: int, fmt: str, width: int = NUMBER_WIDTH
+) -> bytes | memoryview:
+    """Values on disk: raw doubles (no copy when contiguous) or ascii lines of ``width`` numbers."""
     if fmt == "binary":
         array = np.ascontiguousarray(values, dtype="<f8")
         return memoryview(array).cast("B")
-    numbers = fixed_width(values)
+    numbers = fixed_width(values, width)
     if components == 1:
-        lines = np.empty((numbers.shape[0], NUMBER_WIDTH + 1), dtype=np.uint8)
-        lines[:, :NUMBER_WIDTH] = numbers
-        lines[:, NUMBER_WIDTH] = ord("\n")
+        lines = np.empty((numbers.shape[0], width + 1), dtype=np.uint8)
+        lines[:, :width] = numbers
+        lines[:, width] = ord("\n")
         return lines.tobytes()
-    numbers = numbers.reshape(-1, components, NUMBER_WIDTH)
-    width = 1 + components * (NUMBER_WIDTH + 1) + 1
-    lines = np.empty((numbers.shape[0], width), dtype=np.uint8)
+    numbers = numbers.reshape(-1, components, width)
+    line = 1 + components * (width + 1) + 1
+    lines = np.empty((numbers.shape[0], line), dtype=np.uint8)
     lines[:, 0] = ord("(")
     for c in range(components):
-        start = 1 + c * (NUMBER_WIDTH + 1)
-        lines[:, start : start + NUMBER_WIDTH] = numbers[:, c]
-        lines[:, start + NUMBER_WIDTH] = ord(" ")
-    lines[:, width - 2] = ord(")")
-    lines[:, width - 1] = ord("\n")
+        start = 1 + c * (width + 1)
+        lines[:, start : start + width] = numbers[:, c]
+        lines[:, start + width] = ord(" ")
+    lines[:, line - 2] = ord(")")
+    lines[:, line - 1] = ord("\n")
     return lines.tobytes()
 
 
-def field_parts(name: str, data: np.ndarray, fmt: str, time: str) -> list:
-    """Prefix, payload and suffix of one field file (written one after the other)."""
+def patch_values(data: np.ndarray, faces: int, components: int) -> np.ndarray:
+    """A patch's values from its field's: the first ``faces`` values (a view), repeated when
+    the patch has more faces than the field values (a copy, made once)."""
+    flat = np.asarray(data).reshape(-1, components) if components > 1 else np.ravel(data)
+    if faces <= flat.shape[0]:
+        return flat[:faces]
+    if flat.shape[0] == 0:
+        return np.zeros((faces, components) if components > 1 else faces)
+    return np.resize(flat, (faces, components) if components > 1 else faces)
+
+
+def _cells_of(name: str, data: np.ndarray, file_set: str) -> int:
+    """A rank's cells from one of its fields' values (phi: document_001's 3 per cell only)."""
+    components, per_cell = FIELDS[name][2:]
+    if name == "phi" and file_set == "v1912":
+        raise ValueError("phi's values are the internal faces: give the cells")
+    return np.size(data) // components // per_cell
+
+
+def field_parts(
+    name: str,
+    data: np.ndarray,
+    fmt: str,
+    time: str,
+    file_set: str = DEFAULT_FILE_SET,
+    cells: int | None = None,
+    rank: int = 0,
+    ranks: int = 1,
+    headless: bool = False,
+) -> list:
+    """The parts of one field file, written one after the other.
+
+    ``headless``: as a collated block of a rank other than the master holds
+    it in v1912 (no header, no closing line).
+    """
     components = FIELDS[name][2]
-    before, after = _field_prefix_around_time(name, data.size // components, fmt)
-    return [before + time.encode() + after, encode_values(data, components, fmt), _FIELD_SUFFIX]
+    if cells is None:
+        cells = _cells_of(name, data, file_set)
+    layout = field_layout(name, np.size(data) // components, cells, fmt, file_set, rank, ranks)
+    width = number_width(name, file_set)
+    before, after = layout.head
+    parts = [] if headless else [before, time.encode(), after]
+    parts.append(layout.texts[0])
+    for (source, n), text in zip(layout.slots, layout.texts[1:], strict=True):
+        values = data if source < 0 else patch_values(data, n, components)
+        parts += [encode_values(values, components, fmt, width), text]
+    if headless and layout.tail:
+        parts[-1] = parts[-1][: -layout.tail]
+    return parts
+
+
+def collated_block(
+    name: str,
+    data: np.ndarray,
+    fmt: str,
+    time: str,
+    file_set: str = DEFAULT_FILE_SET,
+    cells: int | None = None,
+    rank: int = 0,
+    ranks: int = 1,
+) -> bytes:
+    """A rank's block of a collated field file: its file (v1912: headless unless the master)."""
+    headless = file_set == "v1912" and rank != 0
+    parts = field_parts(name, data, fmt, time, file_set, cells, rank, ranks, headless)
+    return b"".join(bytes(part) for part in parts)
 
 
 # ---------------------------------------------------------------- writing
@@ -332,58 +750,96 @@ def make_time_dirs(root: str | Path, time: str, count: WriteCount) -> str:
     return folder
 
 
+def _static_payload(values: np.ndarray, fmt: str) -> memoryview | None:
+    """The binary bytes of ``values`` as a view of their own memory, or None when they need
+    converting (a copy would not follow the solver's updates: encode per write)."""
+    if fmt != "binary":
+        return None
+    array = np.ascontiguousarray(values, dtype="<f8")
+    return memoryview(array).cast("B") if array is values else None
+
+
 class UncollatedWriter:
     """One rank's writes of the same fields, write time after write time (uncollated).
 
     What is the same at every write is prepared once: the file names, each
-    field's header on either side of its time name, the footers and, in
-    binary, a view of each field's memory (little-endian doubles, C order).
-    The solver updates its arrays in place, so the views show the values of
-    the moment; ascii values (and arrays of another type) are encoded anew
-    at every write. Per write: the three folders and the eight files, made
-    by the C helper of :mod:`tierbench.native` in one call where it builds,
-    else by the same system calls from Python. With 1-cell fields on tmpfs
-    the Python between the calls cost about as much as the calls.
+    field's text on either side of its time name and between its lists of
+    values (internalField, boundary patches), and, in binary, a view of each
+    list's memory (little-endian doubles, C order; a patch's values are a
+    view of the first values of its field, or a copy made once when the patch
+    has more faces than the field values). The solver updates its arrays in
+    place, so the views show the values of the moment; ascii values (and
+    arrays of another type) are encoded anew at every write. Per write: the
+    three folders and the 9 files (document_001: 8), made by the C helper of
+    :mod:`tierbench.native` in one call where it builds, else by the same
+    system calls from Python. With 1-cell fields on tmpfs the Python between
+    the calls cost about as much as the calls.
+
+    The rank's cells are p's values; ``rank`` and ``ranks`` place its block in
+    the duct (which boundary patches it has).
     """
 
     def __init__(
-        self, processor_dir: str | Path, fields: dict[str, np.ndarray], fmt: str, fsync: bool
+        self,
+        processor_dir: str | Path,
+        fields: dict[str, np.ndarray],
+        fmt: str,
+        fsync: bool,
+        file_set: str = DEFAULT_FILE_SET,
+        rank: int = 0,
+        ranks: int = 1,
     ):
         # paths as bytes: os calls take them as they are, a str is encoded at every call
         self.root, self.fmt, self.fsync = os.fsencode(processor_dir), fmt, fsync
+        self.file_set = check_file_set(file_set)
+        cells = int(np.size(fields["p"]))
         self.fields = []
         for name, (_, _, components, _) in FIELDS.items():
             data = fields[name]
-            before, after = _field_prefix_around_time(name, data.size // components, fmt)
-            payload = encode_values(data, components, fmt) if fmt == "binary" else None
-            if payload is not None and payload.obj is not data:
-                payload = None  # a converted copy would not follow the solver: encode per write
-            self.fields.append((name.encode(), data, components, before, after, payload))
-        self.uniform = [(os.fsencode(path), template) for path, template in _uniform_templates(fmt)]
+            count = np.size(data) // components
+            layout = field_layout(name, count, cells, fmt, file_set, rank, ranks)
+            lists = []
+            for source, n in layout.slots:
+                values = data if source < 0 else patch_values(data, n, components)
+                lists.append((values, _static_payload(values, fmt)))
+            before, after = layout.head
+            self.fields.append(
+                (
+                    name.encode(),
+                    components,
+                    number_width(name, file_set),
+                    before,
+                    after + layout.texts[0],  # the header after the time, then the body's start
+                    tuple(lists),
+                    layout.texts[1:],
+                )
+            )
+        self.uniform = [
+            (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
+        ]
         self.dirs = tuple(os.fsencode(os.sep + sub) if sub else b"" for sub in TIME_DIRS)
         #: the C helper that makes the folders and files in one call, or None (Python)
         self.native = native.foamio()
 
     def write(self, time: str, index: int) -> WriteCount:
-        """``<processor_dir>/<time>/`` with its 8 files."""
+        """``<processor_dir>/<time>/`` with its 9 files (document_001: 8)."""
         stamp = time.encode()
         folder = self.root + os.sep.encode() + stamp
         inside = folder + os.sep.encode()
+        fmt = self.fmt
+        files = []
         # a field's header goes down in the pieces around its time name, unjoined
-        files = [
-            (
-                inside + name,
-                (
-                    before,
-                    stamp,
-                    after,
-                    encode_values(data, components, self.fmt) if payload is None else payload,
-                    _FIELD_SUFFIX,
-                ),
-            )
-            for name, data, components, before, after, payload in self.fields
-        ]
-        values = {b"time": stamp, b"index": index}
+        for name, components, width, before, after, lists, texts in self.fields:
+            parts = [before, stamp, after]
+            for (values, payload), text in zip(lists, texts, strict=True):
+                parts.append(
+                    encode_values(values, components, fmt, width) if payload is None else payload
+                )
+                parts.append(text)
+            files.append((inside + name, tuple(parts)))
+        values = {b"time": stamp, b"index": index, b"conterr": b""}
+        if self.file_set == "v1912":
+            values[b"conterr"] = cumulative_cont_err(index).encode()
         files += [(inside + path, (template % values,)) for path, template in self.uniform]
         if self.native is not None:
             written = self.native.write_time(folder, self.dirs, files, self.fsync)
@@ -402,17 +858,27 @@ def write_uncollated(
     fields: dict[str, np.ndarray],
     fmt: str,
     fsync: bool = False,
+    file_set: str = DEFAULT_FILE_SET,
+    rank: int = 0,
+    ranks: int = 1,
 ) -> WriteCount:
-    """One rank's write: ``processor<rank>/<time>/`` with its 8 files."""
-    return UncollatedWriter(processor_dir, fields, fmt, fsync).write(time, index)
+    """One rank's write: ``processor<rank>/<time>/`` with its 9 files (document_001: 8)."""
+    writer = UncollatedWriter(processor_dir, fields, fmt, fsync, file_set, rank, ranks)
+    return writer.write(time, index)
 
 
 def collated_prefix(name: str, time: str, fmt: str) -> bytes:
+    """document_001's collated header (v1912's: :func:`v1912_header` with its blocks)."""
     return header("decomposedBlockData", time, name, fmt).encode()
 
 
-def block_parts(block: bytes | memoryview) -> list:
-    """One rank's block in a collated file: ``List<char>`` of its file's bytes."""
+def block_parts(block: bytes | memoryview, rank: int = 0, file_set: str = DEFAULT_FILE_SET):
+    """One rank's block in a collated file: ``List<char>`` of its bytes.
+
+    v1912 puts a ``// Processor<rank>`` line before each block.
+    """
+    if file_set == "v1912":
+        return [f"\n\n// Processor{rank}\n\n{len(block)}\n(".encode(), block, b")"]
     return [f"\n{len(block)}\n(".encode(), block, b")\n"]
 
 
@@ -423,22 +889,32 @@ def write_collated(
     blocks: dict[str, list],
     fmt: str,
     fsync: bool = False,
+    file_set: str = DEFAULT_FILE_SET,
 ) -> WriteCount:
     """The master's write: ``processors<N>/<time>/<field>`` with one block per rank.
 
-    ``blocks[field][rank]`` is the complete uncollated file of that rank (the
-    bytes of its header and values), as OpenFOAM's decomposedBlockData holds.
+    ``blocks[field][rank]`` is that rank's block (:func:`collated_block`):
+    its uncollated file, as OpenFOAM's decomposedBlockData holds it (v1912:
+    the master's whole file, the others' without header and closing line).
+    The container of v1912 is binary in either format and names its own
+    absolute path. The ``uniform`` files are written once, as ordinary files.
     """
+    check_file_set(file_set)
     count = WriteCount()
     folder = make_time_dirs(processors_dir, time, count) + os.sep
     for name in FIELDS:
-        parts = [collated_prefix(name, time, fmt)]
-        for block in blocks[name]:
-            parts += block_parts(block)
-        parts.append(FOOTER.encode())
-        _write_parts(folder + name, parts, count, fsync)
-    files = [(folder + rel, [text]) for rel, text in uniform_texts(time, index, fmt).items()]
-    _write_files(files, count, fsync)
+        path = folder + name
+        if file_set == "v1912":
+            where = os.path.abspath(path)
+            head = v1912_header("decomposedBlockData", where, name, "binary", len(blocks[name]))
+            parts, end = [head.encode()], []
+        else:
+            parts, end = [collated_prefix(name, time, fmt)], [FOOTER.encode()]
+        for rank, block in enumerate(blocks[name]):
+            parts += block_parts(block, rank, file_set)
+        _write_parts(path, parts + end, count, fsync)
+    texts = uniform_texts(time, index, fmt, file_set)
+    _write_files([(folder + rel, [text]) for rel, text in texts.items()], count, fsync)
     return count
 
 
@@ -465,6 +941,7 @@ def purge(root: Path, kept: list[str], keep: int) -> WriteCount:
 # ---------------------------------------------------------------- reading
 
 _ENTRY = re.compile(r"^\s*(\w+)\s+(.*?);\s*$")
+_INTERNAL = re.compile(rb"internalField\s+nonuniform\s+(?:List<(\w+)>\s*\n(\d+)\n\(|0(?:\(\))?;)")
 
 
 def parse_header(data: bytes) -> tuple[dict, int]:
@@ -488,25 +965,36 @@ def parse_header(data: bytes) -> tuple[dict, int]:
     return entries, close_brace + 1
 
 
-def read_field(data: bytes) -> tuple[dict, np.ndarray]:
-    """Header and values (n x components) of a field file written by this module."""
-    head, offset = parse_header(data)
-    match = re.compile(rb"internalField\s+nonuniform List<(\w+)>\s*\n(\d+)\n\(").search(
-        data, offset
-    )
+def read_field(data: bytes, fmt: str | None = None) -> tuple[dict, np.ndarray]:
+    """Header and internalField values (n x components) of a field file written here.
+
+    A v1912 collated block of a rank other than the master has no header:
+    give its ``fmt`` (the header returned is then ``{"format": fmt}``).
+    """
+    if data.lstrip().startswith(b"dimensions"):
+        if fmt is None:
+            raise ValueError("a block without a header: give its format")
+        head, offset = {"format": fmt}, 0
+    else:
+        head, offset = parse_header(data)
+    match = _INTERNAL.search(data, offset)
     if not match:
         raise ValueError("no nonuniform internalField")
+    if match.group(1) is None:  # an empty list
+        return head, np.zeros((0, 1))
     kind, count = match.group(1).decode(), int(match.group(2))
     components = 3 if kind == "vector" else 1
     start = match.end()
     if head["format"] == "binary":
         end = start + 8 * count * components
         values = np.frombuffer(data[start:end], dtype="<f8")
+        closed = data[end : end + 3] == b")\n;" or data[end : end + 2] == b");"
     else:
         end = data.index(b")\n;", start)
         text = data[start:end].decode().replace("(", " ").replace(")", " ")
         values = np.array(text.split(), dtype=np.float64)
-    if values.size != count * components or data[end : end + 3] != b")\n;":
+        closed = True
+    if values.size != count * components or not closed:
         raise ValueError(
             f"internalField holds {values.size} numbers, expected {count * components}"
         )
@@ -514,25 +1002,38 @@ def read_field(data: bytes) -> tuple[dict, np.ndarray]:
 
 
 def read_collated(data: bytes) -> tuple[dict, list[bytes]]:
-    """Header and the per-rank blocks of a collated file."""
+    """Header and the per-rank blocks of a collated file (either file set's container)."""
     head, offset = parse_header(data)
     if head["class"] != "decomposedBlockData":
         raise ValueError(f"class {head['class']} is not decomposedBlockData")
+    line = data.index(V1912_SEPARATOR.encode(), offset) + len(V1912_SEPARATOR)
+    if data.startswith(b"\n\n// Processor", line):  # v1912
+        pattern, closing, position, end = (
+            re.compile(rb"\n\n// Processor(\d+)\n\n(\d+)\n\("),
+            b")",
+            line,
+            b"",
+        )
+    else:
+        pattern, closing, position = re.compile(rb"\n()(\d+)\n\("), b")\n", line + 1
+        end = FOOTER.encode()
     blocks = []
-    position = data.index(SEPARATOR.encode(), offset) + len(SEPARATOR)
-    pattern = re.compile(rb"\n(\d+)\n\(")
     while True:
         match = pattern.match(data, position)
         if not match:
             break
-        size = int(match.group(1))
+        if match.group(1) and int(match.group(1)) != len(blocks):
+            raise ValueError(f"block {len(blocks)} is labelled Processor{match.group(1)}")
+        size = int(match.group(2))
         start = match.end()
-        if data[start + size : start + size + 2] != b")\n":
+        if data[start + size : start + size + len(closing)] != closing:
             raise ValueError(f"block {len(blocks)} is not closed after {size} bytes")
         blocks.append(data[start : start + size])
-        position = start + size + 2
-    if data[position:] != FOOTER.encode():
+        position = start + size + len(closing)
+    if data[position:] != end:
         raise ValueError("collated file does not end after its blocks")
+    if "blocks" in head and int(head["blocks"]) != len(blocks):
+        raise ValueError(f"the header says {head['blocks']} blocks, the file holds {len(blocks)}")
     return head, blocks
 
 

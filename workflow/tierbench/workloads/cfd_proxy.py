@@ -8,6 +8,12 @@ gives the rule as its ``mpi`` resource (``mpiexec`` here, ``srun --mpi=pmix``
 under Slurm). The launches wait at a start gate until all of them are up, so
 their measured steps overlap.
 
+What a write puts on disk is ``file_set``'s (:mod:`tierbench.foam`):
+``v1912`` (the default) the 9 files per rank per write of OpenFOAM v1912's
+simpleFoam, sized as the openfoam workload's duct of the same cells per rank
+writes them (boundary patches included), or ``document_001`` the 8 files
+document 001 lists, as the proxy wrote them before it was calibrated.
+
 A point with ``write_interval: none`` is the no-I/O baseline: the same solver
 with no writes. The figures derive the I/O bandwidth as document 001 does,
 bytes written per step / (time per step - time per step without I/O),
@@ -58,7 +64,8 @@ def cells_per_rank(params: dict) -> int:
     """Cells of each rank: given, or from the bytes a rank writes per write."""
     if "cells_per_rank" in params:
         return int(params["cells_per_rank"])
-    per_cell = foam.approx_bytes_per_cell(with_defaults(params)["write_format"])
+    p = with_defaults(params)
+    per_cell = foam.approx_bytes_per_cell(p["write_format"], p["file_set"])
     return max(1, parse_size(params["bytes_per_rank"]) // per_cell)
 
 
@@ -90,6 +97,7 @@ def writer_config(params: dict) -> dict:
         "sweeps": p["sweeps"],
         "warmup_steps": p["warmup_steps"],
         "fsync": bool(p["fsync"]),
+        "file_set": p["file_set"],
     }
 
 
@@ -99,11 +107,17 @@ def writes_of(params: dict) -> int:
 
 
 def bytes_per_write(params: dict) -> int:
-    """Bytes all ranks of all members write at one write time (uncollated sizes)."""
+    """Bytes all ranks of all members write at one write time (uncollated sizes).
+
+    Exact for the last write time when uncollated; collated files of v1912
+    are a little smaller (a block of a rank other than the master has no
+    header), apart from each container's header.
+    """
     p = with_defaults(params)
     cells, steps = cells_per_rank(p), p["steps"]
-    per_rank = foam.rank_write_bytes(cells, p["write_format"], foam.time_name(steps), steps)
-    return per_rank * p["ranks"] * p["ensemble"]
+    time = foam.time_name(steps)
+    member = foam.write_bytes(cells, p["write_format"], time, steps, p["ranks"], p["file_set"])
+    return member * p["ensemble"]
 
 
 def planned_bytes(params: dict) -> int:
@@ -115,8 +129,11 @@ def planned_bytes(params: dict) -> int:
     p = with_defaults(params)
     writes = writes_of(p)
     kept = writes if p["purge_write"] == 0 else min(writes, p["purge_write"] + 1)
-    # collated blocks add a few bytes of framing per rank and field
+    # collated blocks add a few bytes of framing per rank and field, and each field's
+    # container a header (v1912's names the file's absolute path)
     framing = 64 * len(foam.FIELDS) * p["ranks"] * p["ensemble"]
+    if p["file_handler"] == "collated":
+        framing += (1024 + 4096) * len(foam.FIELDS) * p["ensemble"]
     return kept * (bytes_per_write(p) + framing)
 
 
@@ -314,10 +331,11 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
 
 
 def check_counts(results: list[dict], p: dict) -> None:
-    """Files and folders created must be what the layout prescribes (document 001)."""
+    """Files and folders created must be what the layout of the file set prescribes."""
     writes = writes_of(p)
     writers = p["ranks"] if p["file_handler"] == "uncollated" else 1
-    files, dirs = writers * writes * foam.FILES_PER_WRITE, writers * writes * foam.DIRS_PER_WRITE
+    per_write = foam.files_per_write(p["file_set"]), foam.dirs_per_write(p["file_set"])
+    files, dirs = writers * writes * per_write[0], writers * writes * per_write[1]
     for i, r in enumerate(results):
         if (r["files_created"], r["dirs_created"], r["writes"]) != (files, dirs, writes):
             raise PointFailed(
@@ -338,8 +356,8 @@ def run(job: Job) -> list[dict]:
     job.log(
         f"{p['ensemble']} x {p['ranks']} ranks, {config['cells']} cells per rank, "
         f"{p['steps']} steps, write interval {p['write_interval']}, {p['file_handler']}, "
-        f"{p['write_format']}: {bytes_per_write(p)} B per write; files made by "
-        f"{job.extra['file_writer']}"
+        f"{p['write_format']}, file set {p['file_set']}: {bytes_per_write(p)} B per write; "
+        f"files made by {job.extra['file_writer']}"
     )
     members: list[dict] = []
     try:
