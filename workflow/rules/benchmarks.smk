@@ -24,5 +24,6 @@ for workload in WORKLOADS.values():
             **benchmark_resources(workload),
         params:
             point=job_point(workload.name),
+            launcher=launcher_option(workload),
         shell:
-            run_point_command(workload)
+            RUN_POINT

@@ -7,6 +7,7 @@ the inputs and parameters a job needs.
 import inspect
 import json
 import os
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -462,13 +463,26 @@ def benchmark_resources(workload):
     return {**common, "mem_mb": bench_mem_mb(name), "nodes": 1}
 
 
-def run_point_command(workload):
-    """The shell command of a benchmark job: one short line, pasteable to re-run it by hand."""
-    launcher = " --launcher {resources.mpi:q}" if workload.mpi else ""
-    return (
-        "python -m tierbench.runner --plan {input.plan} --point {params.point:q}"
-        f" --rep {{wildcards.rep}}{launcher} --out {{output}} 2> {{log}}"
-    )
+#: The shell command of every benchmark job: one short line, pasteable to re-run
+#: it by hand. A constant on purpose: Snakemake evaluates a rule's `shell:`
+#: expression again when the job runs, so one built from the loop variable of
+#: benchmarks.smk would be the last workload's in every job.
+RUN_POINT = (
+    "python -m tierbench.runner --plan {input.plan} --point {params.point:q}"
+    " --rep {wildcards.rep}{params.launcher} --out {output} 2> {log}"
+)
+
+
+def launcher_option(workload):
+    """Param `launcher`: ` --launcher <the mpi resource>` for an MPI workload, else empty."""
+    if not workload.mpi:
+        return ""
+
+    @per_job
+    def option(wildcards, resources):
+        return f" --launcher {shlex.quote(resources.mpi)}"
+
+    return option
 
 
 def write_json(data, path):
