@@ -103,6 +103,20 @@ def test_a_proxy_matching_within_3_percent_with_tight_repetitions_is_faithful():
     assert size == pytest.approx(0.97)
 
 
+def test_only_proxy_points_that_imitate_the_application_are_compared():
+    """cfd_dcpmm also runs the proxy in document 001's 8-file shape, with the same shape
+    parameters as its real-application experiment: those points stand for the document."""
+    document = pd.DataFrame(cfd_rows("cfd_proxy", "single_vs_ensemble", files=8, seed=2))
+    document["file_set"] = "document_001"
+    calibrated = study(cost_factor=1.03, bytes_factor=0.97)
+    calibrated["file_set"] = np.where(calibrated["workload"] == "cfd_proxy", "v1912", "")
+    entry = cfd_verdict(pd.concat([calibrated, document], ignore_index=True))
+    assert entry["verdict"] == fidelity.FAITHFUL, entry["reasons"]
+    assert "single_vs_ensemble" not in json.dumps(entry)
+    document_only = pd.concat([calibrated[calibrated["workload"] == "openfoam"], document])
+    assert cfd_verdict(document_only)["verdict"] == fidelity.NOT_COMPARED
+
+
 def test_wide_noise_is_within_noise_not_a_verdict():
     entry = cfd_verdict(study(cost_factor=1.03, noise=0.15, seed=3))
     assert entry["verdict"] == fidelity.WITHIN_NOISE, entry["reasons"]

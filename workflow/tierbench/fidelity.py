@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals
+from .matrix import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 
 FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
@@ -75,6 +76,9 @@ class Pair:
     dirs: str | None = None
     #: subtract the baseline's calls before dividing by the units (CFD: the solver's own calls)
     subtract_baseline_calls: bool = True
+    #: what a proxy point must be set to to stand for this application (a proxy may also
+    #: imitate something else, such as a document's own output, in the same study)
+    imitates: dict = field(default_factory=dict)
 
 
 PAIRS = (
@@ -91,6 +95,7 @@ PAIRS = (
         headline="time_per_step",
         files="files_created",
         dirs="dirs_created",
+        imitates={"file_set": "v1912"},
     ),
     Pair(
         proxy="fe_proxy",
@@ -107,6 +112,7 @@ PAIRS = (
         files="files_written",
         dirs=None,
         subtract_baseline_calls=False,
+        imitates={"output_model": "calculix"},
     ),
 )  # fmt: skip
 
@@ -210,6 +216,16 @@ def _is_baseline(point: Point, pair: Pair) -> bool:
     return bool(wanted) and all(point.param(k) == _norm(v) for k, v in wanted.items())
 
 
+def _imitates(point: Point, pair: Pair) -> bool:
+    """A proxy point set to imitate the pair's application (a missing value is the default)."""
+    if point.workload != pair.proxy:
+        return True
+    defaults = schema_defaults(pair.proxy)
+    return all(
+        (point.param(k) or _norm(defaults.get(k))) == _norm(v) for k, v in pair.imitates.items()
+    )
+
+
 def _shape(point: Point, keys: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(point.param(k) for k in keys)
 
@@ -260,7 +276,9 @@ class Match:
 def matches(pair: Pair, points: list[Point], traced: bool) -> list[Match]:
     """Proxy and real points on the same tier with the same shape, none a baseline."""
     keys = shape_keys(pair, points)
-    chosen = [p for p in points if p.traced == traced and not _is_baseline(p, pair)]
+    chosen = [
+        p for p in points if p.traced == traced and not _is_baseline(p, pair) and _imitates(p, pair)
+    ]
     reals: dict = {}
     for p in chosen:
         if p.workload == pair.real:
