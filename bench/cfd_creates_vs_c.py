@@ -45,14 +45,14 @@ def proxy_creates(ranks: int, writes: int) -> tuple[float, int]:
     return made / (metrics["write_phase_time"] * writes), made
 
 
-def c_creates(binary: Path, ranks: int, writes: int, sizes: list[int]) -> tuple[float, int]:
+def c_creates(binary: Path, ranks: int, writes: int, sizes: list[str]) -> tuple[float, int]:
     """Files and folders per second of the C program, at the proxy's depth below the tier."""
     # the proxy writes <run folder>/member0/processor<rank>/...; path lookups cost per level
     with RunFolder(TIER, "creates-bench-rep1") as folder:
         case = folder.path / "member0"
         case.mkdir()
         done = subprocess.run(
-            [str(binary), str(case), str(ranks), str(writes), *map(str, sizes)],
+            [str(binary), str(case), str(ranks), str(writes), *sizes],
             check=True,
             capture_output=True,
             text=True,
@@ -61,17 +61,21 @@ def c_creates(binary: Path, ranks: int, writes: int, sizes: list[int]) -> tuple[
     return (int(files) + int(dirs)) / float(seconds), int(files) + int(dirs)
 
 
-def proxy_file_sizes() -> list[int]:
-    """The proxy's 8 files with 1-cell fields, sized as at write time 1."""
-    sizes = [foam.field_file_bytes(name, 1, "binary", "1") for name in foam.FIELDS]
-    return sizes + [len(text) for text in foam.uniform_texts("1", 1, "binary").values()]
+def proxy_file_sizes(ranks: int) -> list[str]:
+    """The proxy's files of one write with 1-cell fields, as NAME=SIZE (rank 0's, write time 1)."""
+    sizes = {
+        name: foam.field_file_bytes(name, 1, "binary", "1", rank=0, ranks=ranks)
+        for name in foam.FIELDS
+    }
+    sizes |= {path: len(text) for path, text in foam.uniform_texts("1", 1, "binary").items()}
+    return [f"{name}={size}" for name, size in sizes.items()]
 
 
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
     size = SIZES[mode]
     ranks, writes = size["ranks"], size["writes"]
     binary = compile_creates(scratch)
-    sizes = proxy_file_sizes()
+    sizes = proxy_file_sizes(ranks)
     proxy, ref, ratios = [], [], []
     for round_ in range(size["rounds"]):
         rate, made = proxy_creates(ranks, writes)
@@ -91,7 +95,8 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
             ratios,
             goal,
             f"proxy {statistics.median(proxy):.0f}/s, C {statistics.median(ref):.0f}/s (medians); "
-            f"{ranks} ranks x {writes} writes x (8 files of ~1 KB + 3 folders) = {made} per run",
+            f"{ranks} ranks x {writes} writes x ({len(sizes)} files of ~1 KB + 3 folders)"
+            f" = {made} per run",
             proxy_per_s=proxy,
             c_per_s=ref,
             file_sizes=sizes,

@@ -5,18 +5,18 @@
  * WRITES time folders, each of them
  *
  *     <time>/  <time>/uniform/  <time>/uniform/functionObjects/   (mkdir x 3)
- *     <time>/{U,p,k,omega,nut,phi}                                (open, write, close)
- *     <time>/uniform/time
- *     <time>/uniform/functionObjects/functionObjectProperties
+ *     <time>/<name> for every NAME=SIZE given                      (open, write, close)
  *
- * the 8 files holding SIZE1..SIZE8 bytes (the proxy's sizes, passed in). Timed
- * as the proxy times its write phase: every process times each write, all
- * wait at a barrier after it, and a write counts with its slowest process.
- * Prints one line: the sum over writes of the slowest process's time, in
- * seconds, and the files and folders made by all processes.
+ * where the files and their sizes are the proxy's, passed in (for its default
+ * file set: U p k omega nut phi, uniform/time, uniform/cumulativeContErr,
+ * uniform/functionObjects/functionObjectProperties). Timed as the proxy times
+ * its write phase: every process times each write, all wait at a barrier
+ * after it, and a write counts with its slowest process. Prints one line: the
+ * sum over writes of the slowest process's time, in seconds, and the files
+ * and folders made by all processes.
  *
  *     gcc -O2 -pthread -o creates creates.c
- *     ./creates ROOT PROCS WRITES SIZE1 ... SIZE8
+ *     ./creates ROOT PROCS WRITES NAME=SIZE [NAME=SIZE ...]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,10 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *FILES[8] = {
-    "U", "p", "k", "omega", "nut", "phi",
-    "uniform/time", "uniform/functionObjects/functionObjectProperties",
-};
+#define MAX_FILES 64
+static const char *FILES[MAX_FILES];
+static int NFILES;
 
 static void die(const char *what, const char *path) {
     fprintf(stderr, "creates: %s %s: %s\n", what, path, strerror(errno));
@@ -73,7 +72,7 @@ static void rank_loop(const char *root, int rank, int writes, const long *sizes,
         if (mkdir(path, 0755) != 0) die("mkdir", path);
         snprintf(path, sizeof path, "%s/%d/uniform/functionObjects", base, w);
         if (mkdir(path, 0755) != 0) die("mkdir", path);
-        for (int f = 0; f < 8; f++) {
+        for (int f = 0; f < NFILES; f++) {
             snprintf(path, sizeof path, "%s/%d/%s", base, w, FILES[f]);
             int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
             if (fd < 0) die("open", path);
@@ -86,15 +85,24 @@ static void rank_loop(const char *root, int rank, int writes, const long *sizes,
 }
 
 int main(int argc, char **argv) {
-    if (argc != 12) {
-        fprintf(stderr, "usage: creates ROOT PROCS WRITES SIZE1 ... SIZE8\n");
+    if (argc < 5 || argc - 4 > MAX_FILES) {
+        fprintf(stderr, "usage: creates ROOT PROCS WRITES NAME=SIZE [NAME=SIZE ...] (1 to %d files)\n",
+                MAX_FILES);
         return 1;
     }
     const char *root = argv[1];
     int procs = atoi(argv[2]), writes = atoi(argv[3]);
-    long sizes[8], largest = 1;
-    for (int f = 0; f < 8; f++) {
-        sizes[f] = atol(argv[4 + f]);
+    long sizes[MAX_FILES], largest = 1;
+    NFILES = argc - 4;
+    for (int f = 0; f < NFILES; f++) {
+        char *equals = strrchr(argv[4 + f], '=');
+        if (!equals || equals == argv[4 + f]) {
+            fprintf(stderr, "creates: %s is not NAME=SIZE\n", argv[4 + f]);
+            return 1;
+        }
+        *equals = '\0';
+        FILES[f] = argv[4 + f];
+        sizes[f] = atol(equals + 1);
         if (sizes[f] > largest) largest = sizes[f];
     }
     if (procs < 1 || writes < 1) {
@@ -142,6 +150,6 @@ int main(int argc, char **argv) {
             if (times[(size_t)rank * writes + w] > longest) longest = times[(size_t)rank * writes + w];
         total += longest;
     }
-    printf("%.9f %ld %ld\n", total, (long)procs * writes * 8, (long)procs * writes * 3);
+    printf("%.9f %ld %ld\n", total, (long)procs * writes * NFILES, (long)procs * writes * 3);
     return 0;
 }
