@@ -69,7 +69,7 @@ ITEMS = [
     Item(
         6,
         instrument="paper verdicts, `paper` run 3 times at default scale, each in a fresh copy",
-        reference="the other runs' verdicts of each lesson; 15 minutes per paper run (issue 16)",
+        reference="the other runs' verdicts of each lesson; a paper run under 15 minutes",
         goal=(at_least(1.0), at_most(900.0, "s")),
         module=verdict_repeatability,
     ),

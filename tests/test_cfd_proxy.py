@@ -654,6 +654,16 @@ def test_smoke_study_end_to_end(pipeline):
     assert all(entry["caption"] for entry in manifest)
     assert (study / "figures/cfd/cfd_bandwidth.csv").is_file()
     assert (pipeline.root / "results/testbox/report.html").is_file()
+    # every MPI job got the rule's launcher on its command line (not the proxy's fallback)
+    for record in (study / "raw/cfd_proxy").rglob("rep*.json"):
+        assert json.loads(record.read_text())["spec"]["launcher"] == "mpiexec", record
+    # the calibrated proxy writes v1912's files and folders per write
+    (proxy,) = [
+        p for p in json.loads((study / "fidelity.json").read_text())["proxies"]
+        if p["proxy"] == "cfd_proxy"
+    ]  # fmt: skip
+    counts = [r for r in proxy["rows"] if r["quantity"] in ("files per write", "folders per write")]
+    assert counts and {r["decision"] for r in counts} == {"match"}, counts
 
 
 # ------------------------------------------------------------------ against the real solver
