@@ -227,9 +227,15 @@ def test_v1912_phi_and_patches_follow_the_block():
         foam.patches(777, 3, 3)
 
 
-@pytest.mark.parametrize("cells", [1, 7, 64, 777, 1009, 2000, 20000, 125000, 468750])
-def test_the_proxy_claims_the_openfoam_workloads_block(cells):
-    assert foam.block_shape(cells) == openfoam.block_shape(cells)
+@pytest.mark.parametrize("ranks", [1, 3])
+@pytest.mark.parametrize("cells", [64, 2000, 20000, 125000, 468750])
+def test_the_proxy_sizes_the_block_the_openfoam_case_meshes(cells, ranks):
+    """The proxy's patches are those of the blockMesh the real solver runs on."""
+    p = matrix.complete("openfoam", {"ranks": ranks, "cells_per_rank": cells})
+    mesh = openfoam.case_files(p)["system/blockMeshDict"]
+    found = re.search(r"hex \(0 1 2 3 4 5 6 7\) \((\d+) (\d+) (\d+)\)", mesh)
+    nx, ny, nz = (int(n) for n in found.groups())
+    assert (nx // ranks, ny, nz) == foam.block_shape(cells)
 
 
 def test_v1912_boundary_conditions_are_the_duct_cases():

@@ -226,9 +226,9 @@ def time_name(step: int, delta_t: float = 1.0) -> str:
 def block_shape(cells: int) -> tuple[int, int, int]:
     """One rank's cells as (x, y, z) counts, as close to a cube as ``cells`` factors.
 
-    The openfoam workload's block (:func:`tierbench.workloads.openfoam.block_shape`,
-    the same rule; a test keeps them in step): ties go to the longest side along
-    x, the direction the ranks are stacked in.
+    Both the openfoam workload's blockMesh and the proxy's patch sizes use it,
+    so the proxy sizes the boundaries of the very block the solver meshes.
+    Ties go to the longest side along x, the direction the ranks are stacked in.
     """
     if cells < 1:
         raise ValueError(f"a rank needs at least one cell, not {cells}")

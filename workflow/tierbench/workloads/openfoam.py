@@ -60,7 +60,6 @@ for v1912 (``constant/turbulenceProperties``); a release that wants
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shlex
@@ -75,6 +74,7 @@ from statistics import mean, median
 from string import Template
 
 from ..errors import PointFailed, PointNotApplicable
+from ..foam import block_shape
 from ..matrix import schema_defaults
 from ..records import metric
 from ..runner import Job
@@ -133,27 +133,6 @@ def write_steps(params: dict) -> list[int]:
 
 
 # ------------------------------------------------------------------ case
-
-
-def block_shape(cells: int) -> tuple[int, int, int]:
-    """One rank's cells as (x, y, z) counts, as close to a cube as ``cells`` factors.
-
-    Ties go to the longest side along x, the direction the ranks are stacked in.
-    """
-    best = None
-    for y in range(1, math.isqrt(cells) + 1):
-        if cells % y:
-            continue
-        rest = cells // y
-        for z in range(y, math.isqrt(rest) + 1):
-            if rest % z:
-                continue
-            x = rest // z
-            shape = (max(x, y, z), *sorted((x, y, z))[:2][::-1])
-            key = (max(shape) / min(shape), -shape[0])
-            if best is None or key < best[0]:
-                best = (key, shape)
-    return best[1]
 
 
 def aspect(shape: tuple[int, int, int]) -> float:
