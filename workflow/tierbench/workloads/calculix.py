@@ -567,10 +567,7 @@ def summary_metrics(outcome: dict) -> list[dict]:
     fs_sum = sum(e["fs_time"] for e in evals)
     eval_sum = sum(e["eval_time"] for e in evals)
     metrics = [
-        metric("wall_time", outcome["wall_time"], "s"),
-        metric("evaluations", len(evals), "evaluations"),
-        metric("failed_evaluations", len(evals) - len(ok), "evaluations"),
-        metric("eval_time_median", median("eval_time"), "s"),
+        *fe_proxy.run_metrics(outcome),
         metric("eval_time_max", max(e["eval_time"] for e in evals), "s"),
         metric("eval_solver_time_median", median("solver_time"), "s"),
         metric("eval_solver_sys_time_median", median("solver_sys_time"), "s"),
@@ -579,21 +576,12 @@ def summary_metrics(outcome: dict) -> list[dict]:
         metric("solver_time_sum", sum(e["solver_time"] for e in evals), "s"),
         metric("fs_time_sum", fs_sum, "s"),
         metric("fs_share", 100.0 * fs_sum / max(eval_sum, 1e-12), "%"),
-        metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
-        metric("bytes_per_evaluation", median("bytes"), "B"),
-        metric("files_written", sum(e["files"] for e in evals), "files"),
-        metric("files_per_evaluation", median("files"), "files"),
+        *fe_proxy.written_metrics(evals),
     ]
     if ok:
         increments = statistics.median(e["increments"] for e in ok)
         metrics.append(metric("solver_increments_median", increments, "increments"))
-    if math.isfinite(outcome["best_misfit"]):
-        metrics.append(metric("best_misfit", outcome["best_misfit"], "%"))
-        for name, value in outcome["best"].items():
-            truth = getattr(TRUTH, name)
-            metrics.append(metric(f"best_{name}", value, UNITS[name]))
-            metrics.append(metric(f"error_{name}", 100.0 * (value - truth) / truth, "%"))
-    return metrics
+    return metrics + fe_proxy.fit_metrics(outcome)
 
 
 # ---------------------------------------------------------------- space on the tier

@@ -878,29 +878,50 @@ def summary_metrics(outcome: dict) -> list[dict]:
     io_sum = sum(e["io_time"] for e in evals)
     compute_sum = sum(e["compute_time"] for e in evals)
     metrics = [
-        metric("wall_time", outcome["wall_time"], "s"),
-        metric("evaluations", len(evals), "evaluations"),
-        metric("failed_evaluations", len(evals) - len(ok), "evaluations"),
-        metric("eval_time_median", median("eval_time"), "s"),
+        *run_metrics(outcome),
         metric("eval_compute_time_median", median("compute_time"), "s"),
         metric("eval_io_time_median", median("io_time"), "s"),
         metric("eval_io_time_max", max(e["io_time"] for e in evals), "s"),
         metric("compute_time_sum", compute_sum, "s"),
         metric("io_time_sum", io_sum, "s"),
         metric("io_share", 100.0 * io_sum / max(io_sum + compute_sum, 1e-12), "%"),
-        metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
-        metric("bytes_per_evaluation", median("bytes"), "B"),
-        metric("files_written", sum(e["files"] for e in evals), "files"),
-        metric("files_per_evaluation", median("files"), "files"),
+        *written_metrics(evals),
     ]
     if ok:
         metrics.append(metric("newton_iterations_median", median("iterations", ok), "iterations"))
-    if math.isfinite(outcome["best_misfit"]):
-        metrics.append(metric("best_misfit", outcome["best_misfit"], "%"))
-        for name, value in outcome["best"].items():
-            truth = getattr(TRUTH, name)
-            metrics.append(metric(f"best_{name}", value, UNITS[name]))
-            metrics.append(metric(f"error_{name}", 100.0 * (value - truth) / truth, "%"))
+    return metrics + fit_metrics(outcome)
+
+
+def run_metrics(outcome: dict) -> list[dict]:
+    """What every GA run reports, whatever evaluates an individual (fe_proxy, calculix)."""
+    evals = outcome["evaluations"]
+    return [
+        metric("wall_time", outcome["wall_time"], "s"),
+        metric("evaluations", len(evals), "evaluations"),
+        metric("failed_evaluations", sum(not e["ok"] for e in evals), "evaluations"),
+        metric("eval_time_median", statistics.median(e["eval_time"] for e in evals), "s"),
+    ]
+
+
+def written_metrics(evals: list[dict]) -> list[dict]:
+    """Bytes and files the evaluations left on the tier, in all and per evaluation."""
+    return [
+        metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
+        metric("bytes_per_evaluation", statistics.median(e["bytes"] for e in evals), "B"),
+        metric("files_written", sum(e["files"] for e in evals), "files"),
+        metric("files_per_evaluation", statistics.median(e["files"] for e in evals), "files"),
+    ]
+
+
+def fit_metrics(outcome: dict) -> list[dict]:
+    """The best fit found and its error against the known truth (none when every run failed)."""
+    if not math.isfinite(outcome["best_misfit"]):
+        return []
+    metrics = [metric("best_misfit", outcome["best_misfit"], "%")]
+    for name, value in outcome["best"].items():
+        truth = getattr(TRUTH, name)
+        metrics.append(metric(f"best_{name}", value, UNITS[name]))
+        metrics.append(metric(f"error_{name}", 100.0 * (value - truth) / truth, "%"))
     return metrics
 
 
