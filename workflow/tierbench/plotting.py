@@ -129,6 +129,14 @@ def span(values, low, high) -> list[np.ndarray]:
     return [np.clip(np.nan_to_num(below), 0, None), np.clip(np.nan_to_num(above), 0, None)]
 
 
+def whiskers(ax, x, values, low, high, ecolor: str = "0.25", **kwargs) -> None:
+    """A bar chart's spread: whiskers from each value to its low and high ends, no markers."""
+    ax.errorbar(
+        x, values, yerr=span(values, low, high), fmt="none",
+        ecolor=ecolor, elinewidth=1, capsize=3, **kwargs,
+    )  # fmt: skip
+
+
 def label_above(ax, x, tops, texts, fontsize: float = 8) -> None:
     """Value labels just above each bar's whisker (or its top), so no whisker crosses them."""
     for xi, top, text in zip(x, tops, texts, strict=True):

@@ -520,15 +520,7 @@ def bandwidth_panel(ax, part: pd.DataFrame, wis: list, series: list, colors: dic
         ax.bar(x, rows["bandwidth"], width=width * 0.95, label=label, color=colors[s])
         high = np.where(np.isfinite(rows["bw_high"]), rows["bw_high"], rows["bandwidth"])
         low = np.where(np.isfinite(rows["bw_low"]), rows["bw_low"], rows["bandwidth"])
-        ax.errorbar(
-            x,
-            rows["bandwidth"],
-            yerr=plotting.span(rows["bandwidth"], low, high),
-            fmt="none",
-            ecolor="0.3",
-            elinewidth=1,
-            capsize=3,
-        )
+        plotting.whiskers(ax, x, rows["bandwidth"], low, high, ecolor="0.3")
         labels = [fmt_bw(v) if np.isfinite(v) else "" for v in rows["bandwidth"]]
         marks = [rows[column].to_numpy(dtype=float) for column, _, _ in ESTIMATES]
         tops = np.fmax.reduce([rows["bandwidth"].to_numpy(dtype=float), high, *marks])
@@ -568,15 +560,7 @@ def file_handler(c: dict) -> None:
         part = pair[pair["file_handler"] == handler].set_index("setting").reindex(settings)
         x = np.arange(len(settings)) + (i - (len(handlers) - 1) / 2) * width
         ax.bar(x, part["median"], width * 0.95, label=handler, color=colors[i])
-        ax.errorbar(
-            x,
-            part["median"],
-            yerr=plotting.span(part["median"], part["min"], part["max"]),
-            fmt="none",
-            ecolor="0.25",
-            elinewidth=1,
-            capsize=3,
-        )
+        plotting.whiskers(ax, x, part["median"], part["min"], part["max"])
         labels = [f"{v:.3g} s" if np.isfinite(v) else "" for v in part["median"]]
         plotting.label_above(ax, x, np.fmax(part["max"], part["median"]), labels)
     for i, setting in enumerate(settings):

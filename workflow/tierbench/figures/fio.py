@@ -98,15 +98,7 @@ def worst_case(fio: pd.DataFrame, ok: pd.DataFrame, reps: int, out_dir: str) -> 
         part = worst[worst["direction"] == direction].set_index("tier").reindex(order)
         x = np.arange(len(order)) + (i - (len(directions) - 1) / 2) * width
         ax.bar(x, part["kbs_median"], width * 0.95, label=direction)
-        ax.errorbar(
-            x,
-            part["kbs_median"],
-            yerr=plotting.span(part["kbs_median"], part["kbs_min"], part["kbs_max"]),
-            fmt="none",
-            ecolor="0.25",
-            elinewidth=1,
-            capsize=3,
-        )
+        plotting.whiskers(ax, x, part["kbs_median"], part["kbs_min"], part["kbs_max"])
         labels = [f"{v:,.0f}" if np.isfinite(v) else "" for v in part["kbs_median"]]
         tops = np.fmax(part["kbs_max"], part["kbs_median"])
         plotting.label_above(ax, x, tops, labels, fontsize=9)

@@ -263,15 +263,8 @@ def versus_document(c: dict, published: pd.DataFrame) -> None:
     x = np.arange(len(order))
     colors = [color_of(by_tier.loc[t, "tier_class"]) for t in order]
     ax.bar(x, ours, 0.6, color=colors, label=f"this run: median / median of {disk}")
-    ax.errorbar(
-        x,
-        ours,
-        yerr=plotting.span(ours, low, high),
-        fmt="none",
-        ecolor="0.25",
-        elinewidth=1,
-        capsize=3,
-        label="this run: slowest to fastest repetition pairing",
+    plotting.whiskers(
+        ax, x, ours, low, high, label="this run: slowest to fastest repetition pairing"
     )
     plotting.label_above(ax, x, np.fmax(high, ours), [f"{v:.2f}x" for v in ours])
     ax.scatter(
