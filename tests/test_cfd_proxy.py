@@ -631,7 +631,11 @@ def test_study_expands_at_every_scale():
 def test_smoke_study_end_to_end(pipeline):
     import pandas as pd
 
-    pipeline("-c2", "--configfile", "config/studies/cfd_dcpmm.yaml", "--config", "scale=smoke")
+    # 2 repetitions, no added ones: this checks the study runs, not its verdicts
+    pipeline(
+        "-c2", "--configfile", "config/studies/cfd_dcpmm.yaml", "--config", "scale=smoke",
+        "repetitions=2",
+    )  # fmt: skip
     study = pipeline.root / "results/testbox/cfd_dcpmm"
     summary = pd.read_csv(study / "summary.csv")
     assert set(summary["status"]) == {"ok"}, summary[summary["status"] != "ok"]["reason"]
