@@ -205,8 +205,8 @@ def proxy_output_text(rows: pd.DataFrame) -> str:
             else (f"field output (.frd) every {every} increments")
         )
         return (
-            "solver output per analysis: CalculiX 2.20's file set (.inp .dat .frd .sta .cvg "
-            f".12d spooles.out) with the calls and bytes strace measured of ccx, {frd}, "
+            "solver output per analysis: CalculiX 2.20's file set (.inp .log .dat .frd .sta "
+            f".cvg .12d spooles.out) with the calls and bytes strace measured of ccx, {frd}, "
             f"fsync: {first['fsync']}"
         )
     return (

@@ -72,33 +72,37 @@ JOB = "job"
 # CALCULIX OUTPUT, measured with CalculiX 2.20 (Debian 12 calculix-ccx,
 # OMP_NUM_THREADS=1) under `strace -f`, on decks like :func:`input_deck`'s: a
 # row of E C3D8 elements (E = 1, 2, 5, 10, 20; 4 (E + 1) nodes), *PLASTIC,
-# *STEP, NLGEOM, *STATIC, DIRECT with 50 fixed increments, *NODE FILE U, RF;
-# *EL FILE S, E, PEEQ; *NODE PRINT, NSET=TIP U, RF (the 4 end nodes).
-# ccx first removes what an earlier run left (open O_RDWR|O_CREAT, unlink,
-# close: .dat .frd .fcv .sta .cvg .cel), keeps .dat, .sta and .cvg open for the
-# whole run, reads the deck (open, 2 reads, close), creates an empty .12d and
-# a scratch .nam (created, unlinked, 31 bytes written, closed), then appends
-# the .frd header. Every iteration reopens spooles.out for append (open,
-# lseek, close: nothing written) and writes one .cvg line. Every increment
-# writes one .sta line, the *NODE PRINT table into .dat (one write per node and
-# variable, 545 bytes) and reopens .frd in append mode for its results,
-# written through a 4096-byte stdio buffer. At the end .dat, .sta and .cvg are
-# closed and .frd is reopened once more for its last line. The folder then
-# holds .inp .dat .frd .sta .cvg .12d and spooles.out. For E = 1 and 50
-# increments: .frd 221,781 bytes, .dat 27,250, .sta 3,698, .cvg 8,474 (2
-# iterations per increment), 653 writes on the tier (and 158 to stdout, which
-# goes to the launcher's log and is not modelled). The .frd sizes below hold to
-# the byte for every E measured; .dat does not grow with E (4 end nodes).
-# With *NODE FILE and *EL FILE FREQUENCY=n (frd_every n), .frd is reopened only
-# at the increments with output, the mesh coming with the first; without them
-# (frd_every 0) it is still reopened every increment, the mesh written with the
-# first and nothing after (measured with E = 2, 10 increments).
+# *STEP, NLGEOM, *STATIC, *NODE FILE U, RF; *EL FILE S, E, PEEQ; *NODE PRINT of
+# the total reaction force of the loaded face and of one loaded node's
+# displacement: the print requests of the ``calculix`` workload's deck, so the
+# proxy writes what that workload's ccx writes. ccx first removes what an
+# earlier run left (open O_RDWR|O_CREAT, unlink, close: .dat .frd .fcv .sta
+# .cvg .cel), keeps .dat, .sta and .cvg open for the whole run, reads the deck
+# (open, 2 reads, close), creates an empty .12d and a scratch .nam (created,
+# unlinked, 31 bytes written, closed), then appends the .frd header. Every
+# iteration reopens spooles.out for append (open, lseek, close: nothing
+# written) and writes one .cvg line. Every increment writes one .sta line, the
+# two *NODE PRINT tables into .dat (one write of 229 bytes) and reopens .frd in
+# append mode for its results, written through a 4096-byte stdio buffer. At
+# the end .dat, .sta and .cvg are closed and .frd is reopened once more for its
+# last line. ccx's standard output goes to job.log in the folder (the
+# ``calculix`` workload's ``solver_log: file``, as a batch script redirects
+# it): created before ccx starts, its banner, then one write each time ccx
+# starts the equation solver (once per iteration: the increment's heading with
+# the first, the last iteration's residuals with the next), three at the end.
+# The folder then holds .inp .log .dat .frd .sta .cvg .12d and spooles.out.
+# The .frd sizes below hold to the byte for every E measured; .dat and the log
+# do not grow with E. With *NODE FILE and *EL FILE FREQUENCY=n (frd_every n),
+# .frd is reopened only at the increments with output, the mesh coming with
+# the first; without them (frd_every 0) it is still reopened every increment,
+# the mesh written with the first and nothing after (measured with E = 2, 10
+# increments).
 FRD_HEAD = 80  # .frd header, before the first increment
 FRD_MESH = (1082, 313)  # nodes and elements, with the first increment: 1082 + 313 E
 FRD_RESULTS = (1814, 324)  # one increment's results: 1814 + 324 per node
 FRD_END = b" 9999\n"
 STDIO_BUFFER = 4096
-TIP_NODES = 4
+SECTION_NODES = 4  # nodes of a cross-section: the loaded face has these
 NAM_BYTES = 31
 STA_HEAD = (
     b"SUMMARY OF JOB INFORMATION\n"
@@ -117,14 +121,19 @@ CVG_LINE = b"%6d%6d%6d%6d%9d%12.4E%12.4E%12.4E%12.4E\n"
 #: ccx's .cvg line of step 1 without contact or heat: the constant fields formatted once
 CVG_STEP1 = b"     1%6d%6d%6d        0%12.4E"
 CVG_TAIL = b"%12.4E%12.4E%12.4E\n" % (0.0, 0.0, 0.0)
-DAT_HEADS = (
-    b"\n displacements (vx,vy,vz) for set TIP and time %14.7E\n\n",
-    b"\n forces (fx,fy,fz) for set TIP and time %14.7E\n\n",
+#: an increment's .dat: total force of the loaded face, displacement of the tip node
+DAT_INCREMENT = (
+    b"\n total force (fx,fy,fz) for set LOAD and time %14.7E\n\n"
+    b"      %14.6E%14.6E%14.6E\n"
+    b"\n displacements (vx,vy,vz) for set TIP and time %14.7E\n\n"
+    b"%10d%14.6E%14.6E%14.6E\n"
 )
-#: the two .dat headings around their time, which is formatted once for both
-DAT_HEAD_PARTS = tuple(tuple(head.split(b"%14.7E")) for head in DAT_HEADS)
-DAT_TIME = b"%14.7E"
-DAT_VALUES = b"%14.6E%14.6E%14.6E\n"
+DAT_BYTES = 229
+#: job.log, ccx's standard output: the banner; the writes at the first solver call of the
+#: run, of a later increment, of a further iteration; the three at the end
+LOG_BANNER = 395
+LOG_FIRST, LOG_INCREMENT, LOG_ITERATION = 882, 864, 474
+LOG_END = (202, 1480, 113)
 #: files ccx removes before it starts, in its order; those it keeps open, then
 CALCULIX_CLEARED = (".dat", ".frd", ".fcv", ".sta", ".cvg", ".cel")
 CALCULIX_KEPT = (".dat", ".sta", ".cvg")
@@ -227,7 +236,7 @@ def threads(params: dict) -> int:
 
 def frd_results_bytes(elements: int) -> int:
     """What ccx appends to .frd per increment for a row of ``elements`` C3D8 elements."""
-    return FRD_RESULTS[0] + FRD_RESULTS[1] * TIP_NODES * (elements + 1)
+    return FRD_RESULTS[0] + FRD_RESULTS[1] * SECTION_NODES * (elements + 1)
 
 
 def frd_mesh_bytes(elements: int) -> int:
@@ -242,9 +251,9 @@ def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
         iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
         outputs = n // output.frd_every if output.frd_every else 0
         frd = FRD_HEAD + frd_mesh_bytes(bar.elements) + outputs * frd_results_bytes(bar.elements)
-        dat = n * (sum(map(len, DAT_HEADS)) + 2 * TIP_NODES * (10 + len(DAT_VALUES % (0, 0, 0))))
         text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
-        return deck + frd + len(FRD_END) + dat + text
+        log = LOG_BANNER + LOG_FIRST + LOG_INCREMENT * n + LOG_ITERATION * iterations
+        return deck + frd + len(FRD_END) + DAT_BYTES * n + text + log + sum(LOG_END)
     frame = _frame_bytes(bar.elements)
     restart = max(output.restart_bytes, frame) if output.restart_interval else 0
     per_increment = max(output.increment_bytes, frame) + TEXT_BYTES_PER_INCREMENT
@@ -307,15 +316,18 @@ def deck_model(bar: fe_model.Bar, frd_every: int = 1) -> str:
         "*ELEMENT, TYPE=C3D8, ELSET=EALL",
         *elements,
         "*NSET, NSET=FIX\n1, 2, 3, 4",
-        f"*NSET, NSET=TIP\n{tip + 1}, {tip + 2}, {tip + 3}, {tip + 4}",
+        f"*NSET, NSET=LOAD\n{tip + 1}, {tip + 2}, {tip + 3}, {tip + 4}",
+        f"*NSET, NSET=TIP\n{tip + 3}",
         "*SOLID SECTION, ELSET=EALL, MATERIAL=STEEL",
-        f"*AMPLITUDE, NAME=LOAD\n0., 0., {peak}",
+        f"*AMPLITUDE, NAME=PULL\n0., 0., {peak}",
         "*BOUNDARY\nFIX, 1, 1\n1, 2, 3\n2, 3, 3\n4, 2, 2",
         f"*STEP, NLGEOM, INC={bar.increments * 2**bar.max_cutbacks}",
         # increments of 1 / increments, cut back as the proxy's solver does when needed
         f"*STATIC\n{step:.12g}, 1.0, {step / 2**bar.max_cutbacks:.12g}, {step:.12g}",
-        f"*BOUNDARY, AMPLITUDE=LOAD\nTIP, 1, 1, {bar.max_strain * bar.length:.6f}",
-        "*NODE PRINT, NSET=TIP\nU, RF",
+        f"*BOUNDARY, AMPLITUDE=PULL\nLOAD, 1, 1, {bar.max_strain * bar.length:.6f}",
+        # the calculix workload's print requests: the loaded face's total force, one node's U
+        "*NODE PRINT, NSET=LOAD, TOTALS=ONLY\nRF",
+        "*NODE PRINT, NSET=TIP\nU",
         *(
             [f"*NODE FILE, FREQUENCY={frd_every}\nU, RF", f"*EL FILE, FREQUENCY={frd_every}"]
             + ["S, E, PEEQ"]
@@ -473,22 +485,31 @@ class CalculixLayout:
     frd_results: tuple  # one increment's results
     frd_mesh: tuple  # the mesh alone (no field output requested)
     frd_none: tuple  # nothing: .frd reopened and closed
-    tip_labels: tuple[bytes, ...]
+    tip: int  # the node whose displacement .dat prints
     nam: bytes
+    log_banner: bytes
+    log_first: bytes  # the run's first solver call
+    log_increment: bytes  # an increment's first solver call
+    log_iteration: bytes  # a further iteration's
+    log_end: tuple
 
     @classmethod
     def of(cls, bar: fe_model.Bar) -> CalculixLayout:
         results = _text_block(frd_results_bytes(bar.elements))
         mesh = _text_block(frd_mesh_bytes(bar.elements))
-        tip = TIP_NODES * bar.elements
         return cls(
             frd_head=_text_block(FRD_HEAD),
             frd_first=(_chunks(mesh + results), len(mesh) + len(results)),
             frd_results=(_chunks(results), len(results)),
             frd_mesh=(_chunks(mesh), len(mesh)),
             frd_none=((), 0),
-            tip_labels=tuple(b"%10d" % (tip + k + 1) for k in range(TIP_NODES)),
+            tip=SECTION_NODES * bar.elements + 3,  # the calculix workload's TIP
             nam=_text_block(NAM_BYTES),
+            log_banner=_text_block(LOG_BANNER),
+            log_first=_text_block(LOG_FIRST),
+            log_increment=_text_block(LOG_INCREMENT),
+            log_iteration=_text_block(LOG_ITERATION),
+            log_end=tuple(_text_block(size) for size in LOG_END),
         )
 
 
@@ -505,19 +526,22 @@ class CalculixOutput:
         self.disk, self.layout, self.every = disk, layout, frd_every
         self.sync = disk.fsync == "increment"
         self.fds: tuple[int, ...] = ()
+        self.log = -1  # job.log, ccx's standard output
         self.first = True
         self.mesh_written = False
         # per increment: spooles.out and .frd reopens, writes, bytes, fsyncs
         self.reopened = self.writes = self.written = self.synced = 0
 
     def start(self, deck: str) -> bytes:
-        """ccx's start: clear old files, open the kept ones, read ``deck``; returns it."""
-        disk = self.disk
-        name = {s: disk.path(JOB + s) for s in (*CALCULIX_CLEARED, ".12d", ".nam")}
+        """ccx's start: its log created, old files cleared, the kept ones opened, ``deck`` read."""
+        disk, layout = self.disk, self.layout
+        name = {s: disk.path(JOB + s) for s in (*CALCULIX_CLEARED, ".12d", ".nam", ".log")}
         path = {s: disk.target(name[s]) for s in name}
         self.frd = path[".frd"]
         self.spooles = disk.target(disk.path("spooles.out"))
         start = time.perf_counter()
+        self.log = os.open(path[".log"], CREATE, 0o666)  # as the workload opens ccx's stdout
+        disk.created(name[".log"])
         fds = []
         try:
             for suffix in CALCULIX_CLEARED:
@@ -528,7 +552,8 @@ class CalculixOutput:
                     fds.append(os.open(path[suffix], RDWR_CREATE, 0o666))
         finally:
             self.fds = tuple(fds)
-        disk.account(time.perf_counter() - start, open=9, close=6)
+        _write(self.log, layout.log_banner)
+        disk.account(time.perf_counter() - start, LOG_BANNER, open=10, write=1, close=6)
         disk.created(*(name[s] for s in CALCULIX_KEPT))
         text = disk.read(deck)
         start = time.perf_counter()
@@ -565,7 +590,7 @@ class CalculixOutput:
         self.synced += sync
 
     def __call__(self, inc: fe_model.Increment) -> None:
-        """One converged increment: its iterations' .cvg lines, .sta line, .dat table, .frd."""
+        """One converged increment: its iterations' .cvg lines and log writes, .sta, .dat, .frd."""
         number, attempts, now = inc.number, inc.attempts, inc.time
         cvg = [
             CVG_STEP1 % (number, attempts, k, 100.0 * r) + CVG_TAIL
@@ -573,18 +598,15 @@ class CalculixOutput:
         ]
         n = len(cvg)
         sta = STA_STEP1 % (number, attempts, n, now, now, inc.time_increment)
-        u = DAT_VALUES % (inc.tip_displacement, 0.0, 0.0)
-        f = DAT_VALUES % (inc.force / TIP_NODES, 0.0, 0.0)
         layout = self.layout
-        a, b, c, d = layout.tip_labels
-        (u0, u1), (f0, f1) = DAT_HEAD_PARTS
-        t = DAT_TIME % now
-        dat = (
-            u0 + t + u1 + a + u, b + u, c + u, d + u,
-            f0 + t + f1 + a + f, b + f, c + f, d + f,
-        )  # fmt: skip
+        force, tip = (now, inc.force, 0.0, 0.0), (now, layout.tip, inc.tip_displacement, 0.0, 0.0)
+        dat = DAT_INCREMENT % (*force, *tip)
+        # ccx's stdout, flushed at each solver call: the increment's heading with the first
+        log = [layout.log_iteration] * n
+        log[0] = layout.log_increment
         if self.first:
             cvg[0], sta, self.first = CVG_HEAD + cvg[0], STA_HEAD + sta, False
+            log[0] = layout.log_first
         every = self.every  # .frd: reopened at the increments with output (see CALCULIX OUTPUT)
         if every and number % every:
             frd = None
@@ -593,22 +615,23 @@ class CalculixOutput:
         else:
             frd, self.mesh_written = (layout.frd_first if every else layout.frd_mesh), True
         dat_fd, sta_fd, cvg_fd = self.fds
-        spooles, write, open_, lseek, close = self.spooles, os.write, os.open, os.lseek, os.close
+        log_fd, spooles = self.log, self.spooles
+        write, open_, lseek, close = os.write, os.open, os.lseek, os.close
         start = time.perf_counter()
-        for line in cvg:
+        for line, text in zip(cvg, log, strict=True):
             fd = open_(spooles, APPEND, 0o666)  # ccx's fopen "a" of spooles.out, nothing written
             lseek(fd, 0, os.SEEK_END)
             close(fd)
+            done = write(log_fd, text)
+            if done != len(text):
+                write_all(log_fd, (text,), done)
             done = write(cvg_fd, line)
             if done != len(line):
                 write_all(cvg_fd, (line,), done)
-        done = write(sta_fd, sta)
-        if done != len(sta):
-            write_all(sta_fd, (sta,), done)
-        for line in dat:
-            done = write(dat_fd, line)
-            if done != len(line):
-                write_all(dat_fd, (line,), done)
+        for fd, data in ((sta_fd, sta), (dat_fd, dat)):
+            done = write(fd, data)
+            if done != len(data):
+                write_all(fd, (data,), done)
         if self.sync:
             for fd in self.fds:
                 os.fsync(fd)
@@ -616,8 +639,8 @@ class CalculixOutput:
             self._append_frd(frd, self.sync)
         self.disk.seconds += time.perf_counter() - start
         self.reopened += n
-        self.writes += n + 9
-        self.written += sum(map(len, cvg)) + len(sta) + sum(map(len, dat))
+        self.writes += 2 * n + 2
+        self.written += sum(map(len, cvg)) + sum(map(len, log)) + len(sta) + len(dat)
         self.synced += 3 * self.sync
 
     def _tally(self) -> None:
@@ -629,22 +652,37 @@ class CalculixOutput:
         self.reopened = self.writes = self.written = self.synced = 0
 
     def finish(self, message: str) -> None:
-        """ccx's end: .dat, .sta, .cvg closed (fsync'd with ``end``), the .frd's last line."""
-        del message  # ccx says how it ended on stdout, which is not modelled
+        """ccx's end: .dat, .sta, .cvg closed (fsync'd with ``end``), the .frd's last line, the
+        log's last writes (its size, not ``message``: ccx's words are not modelled)."""
+        del message
         end = self.disk.fsync == "end"
+        last, summary, total_time = self.layout.log_end
         start = time.perf_counter()
+        _write(self.log, last)
         fds, self.fds = self.fds, ()
         for fd in fds:
             if end:
                 os.fsync(fd)
             os.close(fd)
         self._append_frd(((FRD_END,), len(FRD_END)), sync=self.disk.fsync != "none")
-        self.disk.account(time.perf_counter() - start, fsync=len(fds) * end, close=len(fds))
+        _write(self.log, summary)
+        _write(self.log, total_time)
+        log, self.log = self.log, -1
+        os.close(log)
+        self.disk.account(
+            time.perf_counter() - start,
+            sum(LOG_END),
+            write=len(LOG_END),
+            fsync=len(fds) * end,
+            close=len(fds) + 1,
+        )
         self._tally()
 
     def close(self) -> None:
         """After an error: close what is still open, quietly; count what was done."""
         fds, self.fds = self.fds, ()
+        if self.log >= 0:
+            fds, self.log = (*fds, self.log), -1
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
