@@ -127,6 +127,26 @@ def dd_stream(shm, disk, triad, spread="tight", page_cache=None):
     )
 
 
+def dd_synced(shm, disk, shm_sync, disk_sync, triad=50000, spread="tight"):
+    """dd buffered and with fdatasync; the buffered disk point may have stayed in memory."""
+    rows = [
+        ("dd", "dd", tier, "write_bandwidth", value, {"sync": sync, "block_size": "10M"})
+        for tier, sync, value in (
+            ("shm", "buffered", shm), ("disk", "buffered", disk),
+            ("shm", "fdatasync", shm_sync), ("disk", "fdatasync", disk_sync),
+        )
+    ]  # fmt: skip
+    rows.append(("stream", "memory", "void", "triad_bandwidth", triad, {}))
+    results, _ = study(rows, spread)
+    buffered_disk = (results["tier"] == "disk") & (results["sync"] == "buffered")
+    results.loc[buffered_disk, "page_cache"] = "may_stay_in_memory"
+    results.loc[buffered_disk, "page_cache_reason"] = "2 GiB under the dirty limit"
+    results.loc[(results["tier"] == "disk") & (results["sync"] == "fdatasync"), "page_cache"] = (
+        "device"
+    )
+    return results, aggregate.summarise(results, noise_threshold=0.25)
+
+
 def eagle(disk_small, shm_small, disk_drop, shm_drop, largest=8e9, limit=4e9, **options):
     rows = []
     for tier, small, drop in (("disk", disk_small, disk_drop), ("shm", shm_small, shm_drop)):
@@ -289,6 +309,20 @@ def test_001_and_003_blame_the_page_cache_too():
     assert rare.status == REPRODUCED and "may have stayed in the page cache" in rare.text
     (verdict,) = judge("003", dd_stream(1500, 2000, 50000, page_cache=in_memory))
     assert verdict.status == INCONCLUSIVE and "page cache" in verdict.text
+
+
+@pytest.mark.parametrize(
+    ("buffered_disk", "disk_sync", "expected"),
+    [(2000, 500, REPRODUCED), (4800, 500, REPRODUCED), (2000, 4900, NOT_REPRODUCED)],
+)
+def test_003_decides_on_the_fdatasync_points_when_the_buffered_disk_stayed_in_memory(
+    buffered_disk, disk_sync, expected
+):
+    """The buffered ratio (here 2.5x or 1.04x) no longer decides: it compared tmpfs with the
+    page cache; the fdatasync points reach the disk, so every run compares the same thing."""
+    (verdict,) = judge("003", dd_synced(5000, buffered_disk, 5000, disk_sync))
+    assert verdict.status == expected
+    assert "dd with fdatasync" in verdict.text and "2 GiB under the dirty limit" in verdict.text
 
 
 # --- the command line and verdict.json ---------------------------------------------------
