@@ -67,7 +67,21 @@ def read_verdicts(root: Path) -> dict[tuple[str, str], str]:
     return found
 
 
-def paper_run(scratch: Path, index: int, scale: str, studies: list[str] | None) -> tuple:
+#: where each run's verdicts and tables are kept (``--keep``), to read why two runs differ
+KEPT = ("verdict.json", "summary.csv", "repetitions.json")
+
+
+def keep_tables(root: Path, keep: Path, index: int) -> None:
+    for name in KEPT:
+        for path in (root / "results" / MACHINE).glob(f"*/{name}"):
+            target = keep / f"run{index}" / path.parent.name / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+
+
+def paper_run(
+    scratch: Path, index: int, scale: str, studies: list[str] | None, keep: Path | None = None
+) -> tuple:
     """One run in a fresh copy of the pipeline: its wall time and its verdicts."""
     root = copy_pipeline(scratch, f"paper{index}")
     args = ["-c", "all", "--config", f"scale={scale}", "--", *targets(studies)]
@@ -77,6 +91,8 @@ def paper_run(scratch: Path, index: int, scale: str, studies: list[str] | None) 
         if done.returncode != 0:
             tail = (done.stderr or done.stdout)[-1500:]
             raise RuntimeError(f"snakemake {' '.join(args)} failed: {tail}")
+        if keep is not None:
+            keep_tables(root, keep, index)
         return seconds, read_verdicts(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -148,10 +164,10 @@ def summary_rows(table, walls, scale, studies, goals, reduced) -> list[dict]:
     return [agreement, wall]
 
 
-def repeatability(scratch: Path, runs: int, scale: str, studies, goals, reduced=False):
+def repeatability(scratch: Path, runs: int, scale: str, studies, goals, reduced=False, keep=None):
     walls, verdicts = [], []
     for index in range(runs):
-        seconds, found = paper_run(scratch, index, scale, studies)
+        seconds, found = paper_run(scratch, index, scale, studies, keep)
         walls.append(seconds)
         verdicts.append(found)
         counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(found.values()).items()))
@@ -173,6 +189,7 @@ def main() -> int:
     parser.add_argument("--scale", default="default", choices=["smoke", "default", "full"])
     parser.add_argument("--studies", help="comma-separated studies instead of the whole paper")
     parser.add_argument("--scratch", default="/tmp", help="where the copies of the pipeline go")
+    parser.add_argument("--keep", type=Path, help="keep each run's verdicts and summaries here")
     args = parser.parse_args()
     if args.runs < 2:
         raise SystemExit("--runs: at least 2 runs to compare")
@@ -181,7 +198,7 @@ def main() -> int:
     scratch = Path(args.scratch) / f"tierbench-repeat-{os.getpid()}"
     scratch.mkdir(parents=True)
     try:
-        rows = repeatability(scratch, args.runs, args.scale, studies, goals)
+        rows = repeatability(scratch, args.runs, args.scale, studies, goals, keep=args.keep)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps(rows, indent=1))
