@@ -193,7 +193,10 @@ def test_difference_ratio_interval_holds_the_estimate_and_knows_noise_from_nothi
     assert one.estimate == pytest.approx(2.0) and not one.known
 
 
-def fe_rows(workload: str, experiment: str, files: int, cost: float, baseline: dict) -> list:
+def fe_rows(
+    workload: str, experiment: str, files: int, cost: float, baseline: dict, increments=None
+) -> list:
+    """An FE pair's points; ``increments`` (per evaluation, with 20 kB each) adds the metric."""
     rows = []
     for with_output in (True, False):
         params = {"population": 4, "generations": 2, "elite": 1, "seed": 1, "cores": 1,
@@ -206,8 +209,10 @@ def fe_rows(workload: str, experiment: str, files: int, cost: float, baseline: d
                 "wall_time": 2.0 + 1e-3 * rep,
                 "evaluations": 8,
                 "files_written": files * 8,
-                "bytes_written": 200_000 * 8,
+                "bytes_written": (20_000 * increments if increments else 200_000) * 8,
             }
+            if increments:
+                values["solver_increments_median"] = increments
             for metric, value in values.items():
                 rows.append(
                     {
@@ -233,6 +238,26 @@ def test_fe_proxy_is_compared_per_evaluation():
     assert "fe_proxy writes 10 files per evaluation, calculix 6 on shm" in entry["reasons"][0]
     (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per evaluation"]
     assert cost["ratio"] == pytest.approx(1.0) and cost["decision"] == "agrees"
+
+
+@pytest.mark.parametrize(("proxy_bytes", "decision"), [(20_000, "agrees"), (15_000, "differs")])
+def test_fe_bytes_are_judged_per_increment_when_the_solvers_take_different_counts(
+    proxy_bytes, decision
+):
+    """ccx cut back to 46 increments where the proxy took 40: bytes per evaluation differ by
+    the count, which is each solver's convergence; the output per increment is what counts."""
+    real = fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0}, increments=46)
+    proxy = fe_rows("fe_proxy", "proxy", 8, 0.05, {"frd_every": 0}, increments=40)
+    for row in proxy:
+        if row["metric"] == "bytes_written":
+            row["value"] = proxy_bytes * 40 * 8
+    (entry,) = fidelity.fidelity(pd.DataFrame(real + proxy))["proxies"]
+    rows = {r["quantity"]: r for r in entry["rows"] if r["section"] == "output"}
+    assert rows["increments per evaluation"]["text"]["ratio"] == f"{40 / 46:.3f}"
+    assert rows["bytes per evaluation"]["decision"] == ""  # shown, not judged
+    assert rows["bytes per increment"]["decision"] == decision
+    assert rows["bytes per increment"]["ratio"] == pytest.approx(proxy_bytes / 20_000)
+    assert entry["verdict"] == (fidelity.FAITHFUL if decision == "agrees" else fidelity.DIFFERS)
 
 
 def test_the_command_line_writes_json_the_report_can_render(tmp_path):

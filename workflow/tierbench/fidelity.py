@@ -79,6 +79,10 @@ class Pair:
     #: what a proxy point must be set to to stand for this application (a proxy may also
     #: imitate something else, such as a document's own output, in the same study)
     imitates: dict = field(default_factory=dict)
+    #: FE: the metric of increments per evaluation. Each solver converges in its own
+    #: number of increments and writes its output per increment, so bytes are judged
+    #: per increment, and per evaluation shown beside them
+    increments: str | None = None
 
 
 PAIRS = (
@@ -113,6 +117,7 @@ PAIRS = (
         dirs=None,
         subtract_baseline_calls=False,
         imitates={"output_model": "calculix"},
+        increments="solver_increments_median",
     ),
 )  # fmt: skip
 
@@ -340,9 +345,7 @@ def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample |
     found, units = point.sample(metric), units_of(point, pair)
     if found is None or not units:
         return None
-    return intervals.Sample(
-        tuple(v / units for v in found.values), found.repetitions, found.started
-    )
+    return _scaled(found, 1.0 / units)
 
 
 def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
@@ -498,6 +501,7 @@ COLUMNS = [
     ("ratio", "Proxy / real"),
     ("interval", "95% interval"),
     ("decision", "Decision"),
+    ("note", "Note"),
 ]
 
 
@@ -555,14 +559,49 @@ def output_rows(report: Report, m: Match) -> None:
         report.undecided.append(f"bytes per {unit} {where}: not reported by both")
         return
     interval = intervals.ratio(p_bytes, r_bytes)
-    decision = decide(interval)
-    _judge(report, f"bytes per {unit} {where}", interval, decision)
+    steps = (
+        [m.proxy.median(pair.increments), m.real.median(pair.increments)] if pair.increments else []
+    )
+    if not steps or None in steps or not all(steps):
+        decision = decide(interval)
+        _judge(report, f"bytes per {unit} {where}", interval, decision)
+        report.rows.append(
+            row(
+                "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
+                "B", interval, decision,
+            )
+        )  # fmt: skip
+        return
+    note = "follows the increments each solver took (below); judged per increment"
     report.rows.append(
         row(
             "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
-            "B", interval, decision,
+            "B", interval, note=note,
         )
     )  # fmt: skip
+    report.rows.append(
+        row(
+            "output", f"increments per {unit}", m, report.keys, *steps,
+            note="each solver's own convergence, not its output: shown, not judged",
+        )
+    )  # fmt: skip
+    per_increment = intervals.ratio(
+        _scaled(p_bytes, 1.0 / steps[0]), _scaled(r_bytes, 1.0 / steps[1])
+    )
+    decision = decide(per_increment)
+    _judge(report, f"bytes per increment {where}", per_increment, decision)
+    report.rows.append(
+        row(
+            "output", "bytes per increment", m, report.keys, p_bytes.median / steps[0],
+            r_bytes.median / steps[1], "B", per_increment, decision,
+        )
+    )  # fmt: skip
+
+
+def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
+    return intervals.Sample(
+        tuple(v * factor for v in found.values), found.repetitions, found.started
+    )
 
 
 def cost_rows(report: Report, m: Match) -> None:

@@ -864,6 +864,7 @@ def evaluate(task: dict) -> dict:
                 ok=True,
                 misfit=fe_model.misfit(solution.force, target),
                 iterations=sum(solution.iterations),
+                increments=len(solution.iterations),
                 cutbacks=solution.cutbacks,
             )
     finally:
@@ -927,6 +928,7 @@ def summary_metrics(outcome: dict) -> list[dict]:
     ]
     if ok:
         metrics.append(metric("newton_iterations_median", median("iterations", ok), "iterations"))
+        metrics.append(metric("solver_increments_median", median("increments", ok), "increments"))
     return metrics + fit_metrics(outcome)
 
 
