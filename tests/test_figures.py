@@ -544,3 +544,23 @@ def test_paper_status_colours_are_distinct():
 def test_a_missing_reference_path_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such reference CSV or folder: .*gone"):
         paper.make(verdict(False), str(tmp_path / "paper"), reference_csvs=[tmp_path / "gone"])
+
+
+def test_fe_plots_the_optimisation_not_the_fidelity_experiments_of_a_workload():
+    """calculix on 2 cores only beside its fidelity experiments on 1 core (with and without
+    field output: two points per tier) and their traced run (one repetition): the
+    optimisation is the experiment with one point per tier and core count."""
+    rows = []
+    for experiment, points, n in (
+        ("real_optimisation", [("cores=2", 2)], 3),
+        ("fidelity_calculix", [("frd_every=1", 1), ("frd_every=0", 1)], 3),
+        ("fidelity_calculix_traced", [("x", 1)], 1),
+    ):
+        for tier in ("shm", "disk"):
+            for point, cores in points:
+                rows.append(
+                    {"workload": "calculix", "experiment": experiment, "tier": tier,
+                     "point": point, "cores": cores, "n": n}
+                )  # fmt: skip
+    chosen = fe.optimisation_experiments(pd.DataFrame(rows))
+    assert set(chosen["experiment"]) == {"real_optimisation"}

@@ -58,21 +58,25 @@ def metric_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def optimisation_experiments(fe_all: pd.DataFrame) -> pd.DataFrame:
-    """Per workload, the experiment that sweeps the most core counts (then has the most points).
+    """Per workload, the optimisation: the experiment with one point per tier and core count
+    that sweeps the most core counts, then has the most repetitions, then the most points.
 
     A study may run a workload in other experiments too (fe_tmpfs's fidelity
-    experiments, in other shapes): their points would stand on the same tier
-    and core count as the optimisation's, so the figures plot one experiment
-    of each workload.
+    experiments: with and without field output, or traced once): their points
+    stand on the same tier and core count as the optimisation's, so the
+    figures plot one experiment of each workload.
     """
     if fe_all.empty or not {"experiment", "cores"} <= set(fe_all.columns):
         return fe_all
     keep = []
     for _, rows in fe_all.groupby("workload", sort=False):
+        per_place = rows.groupby(["experiment", "tier", "cores"], sort=False)["point"].nunique()
         spans = rows.groupby("experiment", sort=False).agg(
-            cores=("cores", "nunique"), points=("point", "nunique")
+            cores=("cores", "nunique"), n=("n", "max"), points=("point", "nunique")
         )
-        keep.append(spans.sort_values(["cores", "points"], ascending=False, kind="stable").index[0])
+        spans["single"] = per_place.groupby(level="experiment", sort=False).max() == 1
+        order = ["single", "cores", "n", "points"]
+        keep.append(spans.sort_values(order, ascending=False, kind="stable").index[0])
     return fe_all[fe_all["experiment"].isin(keep)]
 
 
