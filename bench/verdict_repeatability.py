@@ -88,6 +88,10 @@ def paper_run(
     try:
         with machine_env(MACHINE):
             seconds, done = snakemake(args, root)
+        if keep is not None:
+            for path in (root / ".snakemake" / "log").glob("*.log"):  # why a run failed, too
+                (keep / f"run{index}").mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, keep / f"run{index}" / "snakemake.log")
         if done.returncode != 0:
             tail = (done.stderr or done.stdout)[-1500:]
             raise RuntimeError(f"snakemake {' '.join(args)} failed: {tail}")
