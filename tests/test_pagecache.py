@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tierbench import aggregate, pagecache
+from tierbench import aggregate, matrix, pagecache
 from tierbench.pagecache import DEVICE, IN_MEMORY, NOT_APPLICABLE, RAM_TIER, UNKNOWN
 from tierbench.records import metric
 
@@ -83,7 +83,28 @@ def test_ram_tiers_void_and_unknown_classes():
     assert state("pv", params, tier_class="void") == NOT_APPLICABLE
     assert state("stream", {}, tier_class="void") == NOT_APPLICABLE
     assert state("pv", params, tier_class="fuse") == UNKNOWN
-    assert state("fe_proxy", {}, tier_class="ssd") == UNKNOWN
+    assert state("no_such_workload", {}, tier_class="ssd") == UNKNOWN
+
+
+@pytest.mark.parametrize("workload", ["cfd_proxy", "openfoam"])
+def test_both_cfd_workloads_the_peak_of_their_buffered_output(workload):
+    """simpleFoam writes buffered like the proxy: a verdict comparing a disk that kept its
+    time folders in the page cache with /dev/shm says the device was never reached."""
+    point = {"ranks": 1, "steps": 100, "write_interval": 1, "cells_per_rank": 20000}
+    point = matrix.complete(workload, point)
+    assert state(workload, point) == IN_MEMORY
+    assert "no fsync" in pagecache.assess(workload, point, "disk", LIMITS)["page_cache_reason"]
+    assert state(workload, point, limits={**LIMITS, "dirty_limit": 1 << 20}) == DEVICE
+    assert state(workload, {**point, "write_interval": "none"}) == NOT_APPLICABLE
+
+
+@pytest.mark.parametrize("workload", ["fe_proxy", "calculix"])
+def test_both_fe_workloads_buffered_unless_fsynced(workload):
+    point = matrix.complete(workload, {"cores": 2, "population": 4, "generations": 1})
+    assert state(workload, point) == IN_MEMORY
+    assert state(workload, point, limits={**LIMITS, "dirty_limit": 1 << 10}) == DEVICE
+    if workload == "fe_proxy":
+        assert state(workload, {**point, "fsync": "increment"}) == DEVICE
 
 
 def test_the_reason_is_one_line_with_the_numbers():

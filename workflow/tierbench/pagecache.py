@@ -19,6 +19,7 @@ nothing about the disk. :func:`assess` says, for one point, which it was:
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -153,21 +154,48 @@ def _pv(params: dict, limits: dict | None) -> dict:
     return _buffered_write("pv buffered write (no fsync)", parse_size(params["size"]), limits)
 
 
-def _cfd_proxy(params: dict, limits: dict | None) -> dict:
-    if params.get("fsync") in (True, "true", "True", 1):
-        return _result(DEVICE, "cfd_proxy fsyncs every file it writes")
-    if str(params.get("write_interval")) == "none":
-        return _result(NOT_APPLICABLE, "cfd_proxy no-I/O baseline: writes nothing")
-    # imported here: the workload module is heavy and imports the runner
-    from .workloads.cfd_proxy import planned_bytes
-
-    # purged time folders are deleted before writeback: the peak on the tier is what counts
-    return _buffered_write(
-        "cfd_proxy buffered output (no fsync), peak on the tier", planned_bytes(params), limits
-    )
+def _planned_bytes(workload: str, params: dict) -> int:
+    # imported here: workload modules are heavy and import the runner
+    module = importlib.import_module(f".workloads.{workload}", __package__)
+    return module.planned_bytes(params)
 
 
-RULES = {"fio": _fio, "dd": _dd, "pv": _pv, "cfd_proxy": _cfd_proxy}
+def _cfd(workload: str):
+    """cfd_proxy and openfoam: buffered output unless fsync'd, its peak against the limit."""
+
+    def rule(params: dict, limits: dict | None) -> dict:
+        if params.get("fsync") in (True, "true", "True", 1):
+            return _result(DEVICE, f"{workload} fsyncs every file it writes")
+        if str(params.get("write_interval")) == "none":
+            return _result(NOT_APPLICABLE, f"{workload} no-I/O baseline: writes nothing")
+        # purged time folders are deleted before writeback: the peak on the tier is what counts
+        what = f"{workload} buffered output (no fsync), peak on the tier"
+        return _buffered_write(what, _planned_bytes(workload, params), limits)
+
+    return rule
+
+
+def _fe(workload: str):
+    """fe_proxy and calculix: each evaluation's folder, written buffered, deleted after it."""
+
+    def rule(params: dict, limits: dict | None) -> dict:
+        if str(params.get("fsync", "none")) != "none":
+            return _result(DEVICE, f"{workload} fsyncs its output (fsync: {params['fsync']})")
+        what = f"{workload} buffered output (no fsync) of the evaluations at once"
+        return _buffered_write(what, _planned_bytes(workload, params), limits)
+
+    return rule
+
+
+RULES = {
+    "fio": _fio,
+    "dd": _dd,
+    "pv": _pv,
+    "cfd_proxy": _cfd("cfd_proxy"),
+    "openfoam": _cfd("openfoam"),
+    "fe_proxy": _fe("fe_proxy"),
+    "calculix": _fe("calculix"),
+}
 
 
 def assess(workload: str, params: dict, tier_class: str, limits: dict | None) -> dict:
