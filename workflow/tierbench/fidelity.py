@@ -562,23 +562,21 @@ def output_rows(report: Report, m: Match) -> None:
     steps = (
         [m.proxy.median(pair.increments), m.real.median(pair.increments)] if pair.increments else []
     )
-    if not steps or None in steps or not all(steps):
-        decision = decide(interval)
+    by_increment = bool(steps) and None not in steps and all(steps)
+    # Where each solver took its own number of increments, bytes per evaluation follow
+    # the convergence, not the output: shown here, judged per increment below.
+    decision = "" if by_increment else decide(interval)
+    if decision:
         _judge(report, f"bytes per {unit} {where}", interval, decision)
-        report.rows.append(
-            row(
-                "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
-                "B", interval, decision,
-            )
-        )  # fmt: skip
-        return
     note = "follows the increments each solver took (below); judged per increment"
     report.rows.append(
         row(
             "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
-            "B", interval, note=note,
+            "B", interval, decision, note=note if by_increment else "",
         )
     )  # fmt: skip
+    if not by_increment:
+        return
     report.rows.append(
         row(
             "output", f"increments per {unit}", m, report.keys, *steps,
