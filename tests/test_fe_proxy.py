@@ -509,6 +509,8 @@ def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):
     assert metrics["bytes_written"]["unit"] == "B" and metrics["bytes_written"]["value"] > 0
     assert metrics["files_per_evaluation"]["value"] == 8
     assert metrics["files_per_evaluation"]["unit"] == "files"
+    increments = metrics["solver_increments_median"]
+    assert increments["unit"] == "increments" and increments["value"] == TINY["increments"]
     for name in ("eval_compute_time_median", "eval_io_time_median", "io_time_sum"):
         assert metrics[name]["unit"] == "s" and metrics[name]["value"] > 0
     for name in fe_proxy.BOUNDS:

@@ -559,7 +559,6 @@ def optimise(config: Settings, root: Path, target: np.ndarray, log=lambda messag
 def summary_metrics(outcome: dict) -> list[dict]:
     """fe_proxy's names where the meaning is the same; solver/fs split under their own names."""
     evals = outcome["evaluations"]
-    ok = [e for e in evals if e["ok"]]
 
     def median(key: str) -> float:
         return statistics.median(e[key] for e in evals)
@@ -578,9 +577,6 @@ def summary_metrics(outcome: dict) -> list[dict]:
         metric("fs_share", 100.0 * fs_sum / max(eval_sum, 1e-12), "%"),
         *fe_proxy.written_metrics(evals),
     ]
-    if ok:
-        increments = statistics.median(e["increments"] for e in ok)
-        metrics.append(metric("solver_increments_median", increments, "increments"))
     return metrics + fe_proxy.fit_metrics(outcome)
 
 
