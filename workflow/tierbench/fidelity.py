@@ -447,8 +447,8 @@ def _interval_text(interval: intervals.Interval | None) -> str:
     if interval is None:
         return ""
     if not interval.known:
-        return f"unknown: {interval.reason}" if interval.reason else "unknown"
-    return f"{interval.low:.3f} - {interval.high:.3f}"
+        return "unknown"
+    return f"[{interval.low:.3g}, {interval.high:.3g}]"
 
 
 def row(
@@ -468,6 +468,8 @@ def row(
     ratio = interval.estimate if interval is not None else None
     if ratio is None and proxy is not None and real:
         ratio = proxy / real
+    if interval is not None and not interval.known and interval.reason:
+        note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
     return {
         "section": section,
         "quantity": quantity,
