@@ -84,6 +84,14 @@ def test_estimate_of_an_unknown_hook_is_an_error_not_a_default():
     assert get("dd").estimate("threads", {}) == HOOK_DEFAULTS["threads"]
 
 
+@pytest.mark.parametrize("name", [n for n, w in registry().items() if w.mpi])
+def test_an_mpi_job_holds_a_core_per_rank(name):
+    """Locally, a job's threads keep Snakemake from starting another job on a core one of
+    its ranks needs: every rank of every ensemble member."""
+    params = matrix.complete(name, {"ranks": 2, "ensemble": 2})
+    assert get(name).estimate("threads", params) == get(name).estimate("tasks", params) == 4
+
+
 def test_config_schema_lists_the_registry_workloads():
     enum = matrix._schema("config.schema.yaml")["$defs"]["experiment"]["properties"]["workload"]
     assert enum["enum"] == list(registry())

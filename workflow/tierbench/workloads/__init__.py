@@ -50,7 +50,8 @@ class Workload:
     #: conda environment file envs/<env>.yaml its jobs use with --software-deployment-method conda
     env: str = "python"
     tools: tuple[Tool, ...] = ()
-    #: started through the `mpi` launcher with `tasks` ranks (mpiexec, srun --mpi=pmix)
+    #: started through the `mpi` launcher with `tasks` ranks (mpiexec, srun --mpi=pmix); its
+    #: jobs hold a core per rank (``threads`` defaults to ``tasks``)
     mpi: bool = False
     #: for a proxy: the real application it stands for (the report checks its fidelity)
     stands_for: str | None = None
@@ -80,6 +81,11 @@ class Workload:
         if hook not in HOOK_DEFAULTS:
             raise KeyError(f"no such workload estimate: {hook} (known: {', '.join(HOOK_DEFAULTS)})")
         function = getattr(self, hook)
+        if function is None and hook == "threads" and self.mpi:
+            # every rank is a process on a core of its own: locally, Snakemake must not
+            # start another job on a core a rank needs (a rank that waits for a
+            # descheduled peer slows the whole run several times over)
+            function = self.tasks
         return function(params) if function is not None else HOOK_DEFAULTS[hook]
 
 

@@ -142,8 +142,6 @@ def tasks(params: dict) -> int:
     return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
 
 
-threads = tasks
-
 
 def under_slurm() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
