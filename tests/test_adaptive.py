@@ -10,8 +10,10 @@ from conftest import MACHINE
 from tierbench import adaptive, matrix
 from tierbench.errors import ConfigError
 from tierbench.verdicts import (
+    INCONCLUSIVE,
     MORE_REPETITIONS,
     NOT_REPRODUCED,
+    PAGE_CACHE_NEEDS,
     REPRODUCED,
     WITHIN_NOISE,
     Verdict,
@@ -34,9 +36,15 @@ def test_only_lessons_more_repetitions_can_decide_ask_for_them():
             # undecided for want of a number, not of repetitions: repeating cannot help
             verdict(WITHIN_NOISE, "ratio: at least 2 repetitions of each point"),
             verdict(WITHIN_NOISE, f"{MORE_REPETITIONS}: ...", points=()),
+            # the page cache absorbed the device and the interval lies outside the band
+            verdict(INCONCLUSIVE, PAGE_CACHE_NEEDS),
         ]
     )
     assert asked == [straddling]
+    # absorbed, but straddling: more repetitions may still show the tier slower as a job sees it
+    absorbed = verdict(INCONCLUSIVE, f"{PAGE_CACHE_NEEDS}; or, for the tier as a job sees it, "
+                       f"{MORE_REPETITIONS}: ratio 1.3x [0.9, 1.6] reaches across")  # fmt: skip
+    assert adaptive.wanting_repetitions([absorbed]) == [absorbed]
 
 
 def test_repetition_range_bounds():

@@ -5,7 +5,13 @@ import json
 import pandas as pd
 import pytest
 from tierbench import aggregate, verdicts
-from tierbench.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, WITHIN_NOISE
+from tierbench.verdicts import (
+    INCONCLUSIVE,
+    MORE_REPETITIONS,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    WITHIN_NOISE,
+)
 
 CLASSES = {"shm": "shm", "disk": "disk", "fuse": "fuse", "void": "void"}
 #: repetitions around a median of 1: tight (1%) or wide (about 25%); the wide patterns
@@ -298,6 +304,20 @@ def test_002_ram_vs_a_disk_the_page_cache_absorbed_blames_the_page_cache_not_the
     assert reached.status == NOT_REPRODUCED
     # and a difference seen through the page cache still reproduces it
     assert judge("002", pv(150, 300, 1400, page_cache=in_memory))[1].status == REPRODUCED
+
+
+def test_a_straddling_lesson_on_an_absorbed_device_is_inconclusive_and_asks_for_repetitions():
+    """The ensembles lesson at 1.3x with a wide interval on a disk the page cache absorbed:
+    the device is untested, but repeating may still find the tier slower as a job sees it."""
+    in_memory = {"disk": "may_stay_in_memory"}
+    study_ = cfd(0.10, 0.10, 0.05, 0.05, 0.13, 0.10, spread="wide", page_cache=in_memory)
+    ensembles = judge("001", study_)[2]
+    assert ensembles.status == INCONCLUSIVE, ensembles.text
+    assert "the device was never reached" in ensembles.text
+    assert ensembles.needs.startswith("a device tier") and MORE_REPETITIONS in ensembles.needs
+    # far outside the band, repeating cannot help: the page cache is all that is left to blame
+    clear = judge("001", cfd(0.10, 0.10, 0.05, 0.05, 0.11, 0.20, page_cache=in_memory))[2]
+    assert clear.status == INCONCLUSIVE and MORE_REPETITIONS not in clear.needs
 
 
 def test_001_and_003_blame_the_page_cache_too():

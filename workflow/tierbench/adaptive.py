@@ -22,16 +22,19 @@ from . import aggregate, verdicts
 
 
 def wanting_repetitions(found: list[verdicts.Verdict]) -> list[verdicts.Verdict]:
-    """Lessons that more repetitions could decide: within noise with every interval known.
+    """Lessons that more repetitions could decide: an interval across the edge of the band.
 
-    An interval missing for another reason (no results, a single repetition
-    of a point that only ever runs once) or a verdict the page cache decided
-    is not helped by repeating.
+    That is every *within noise* verdict with its intervals known, and an
+    *inconclusive* one whose device points the page cache absorbed while its
+    interval straddles the band (repeating may still show the tier, as a job
+    sees it, slower). An interval missing for another reason (no results, a
+    point that only ever runs once) is not helped by repeating.
     """
+    undecided = (verdicts.WITHIN_NOISE, verdicts.INCONCLUSIVE)
     return [
         v
         for v in found
-        if v.status == verdicts.WITHIN_NOISE and verdicts.MORE_REPETITIONS in v.needs and v.points
+        if v.status in undecided and verdicts.MORE_REPETITIONS in v.needs and v.points
     ]
 
 

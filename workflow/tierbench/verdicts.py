@@ -301,9 +301,11 @@ def _judged(lesson: str, claims: list[Claim], what: str, extra=(), hint: str = "
 def _unless_page_cache(verdict: Verdict, device_rows) -> Verdict:
     """A device-vs-RAM difference not found on a device the page cache absorbed is untested.
 
-    It is *inconclusive*, not *within noise*: more repetitions would measure
-    the page cache again; only a different point (fsync, direct I/O, a file
-    past the dirty limit) can reach the device.
+    It is *inconclusive*: only a different point (fsync, direct I/O, a file
+    past the dirty limit) can reach the device. A difference that is found
+    still reproduces the lesson for the tier as a job sees it, so while the
+    interval reaches across the band's edge more repetitions may yet decide
+    that, and the verdict keeps asking for them (tierbench.adaptive).
     """
     absorbed, reason = _in_memory(device_rows)
     if verdict.status == REPRODUCED or not absorbed:
@@ -312,8 +314,11 @@ def _unless_page_cache(verdict: Verdict, device_rows) -> Verdict:
     verdict.text = (
         verdict.text.removesuffix(outcome) + f": inconclusive, {PAGE_CACHE_TEXT} ({reason})."
     )
+    straddling = verdict.status == WITHIN_NOISE and MORE_REPETITIONS in verdict.needs
     verdict.status = INCONCLUSIVE
-    verdict.needs = PAGE_CACHE_NEEDS
+    verdict.needs = PAGE_CACHE_NEEDS + (
+        f"; or, for the tier as a job sees it, {verdict.needs}" if straddling else ""
+    )
     return verdict
 
 
