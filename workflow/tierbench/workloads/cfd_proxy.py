@@ -142,7 +142,6 @@ def tasks(params: dict) -> int:
     return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
 
 
-
 def under_slurm() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
 

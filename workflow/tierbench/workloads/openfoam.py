@@ -256,7 +256,6 @@ def tasks(params: dict) -> int:
     return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
 
 
-
 def runtime_s(params: dict) -> float:
     """A generous guess: 20 us per cell and iteration on one core, plus start-up."""
     p = with_defaults(params)
