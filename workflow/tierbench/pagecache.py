@@ -19,7 +19,6 @@ nothing about the disk. :func:`assess` says, for one point, which it was:
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
@@ -155,9 +154,10 @@ def _pv(params: dict, limits: dict | None) -> dict:
 
 
 def _planned_bytes(workload: str, params: dict) -> int:
-    # imported here: workload modules are heavy and import the runner
-    module = importlib.import_module(f".workloads.{workload}", __package__)
-    return module.planned_bytes(params)
+    # imported here: the registry imports the workload's module, heavy and importing the runner
+    from .workloads import estimate
+
+    return int(estimate(workload, "planned_bytes", params))
 
 
 def _cfd(workload: str):
