@@ -310,16 +310,11 @@ def _unless_page_cache(verdict: Verdict, device_rows) -> Verdict:
     absorbed, reason = _in_memory(device_rows)
     if verdict.status == REPRODUCED or not absorbed:
         return verdict
-    outcome = f": {WORDS[verdict.status]}."
-    verdict.text = (
-        verdict.text.removesuffix(outcome) + f": inconclusive, {PAGE_CACHE_TEXT} ({reason})."
-    )
     straddling = verdict.status == WITHIN_NOISE and MORE_REPETITIONS in verdict.needs
-    verdict.status = INCONCLUSIVE
-    verdict.needs = PAGE_CACHE_NEEDS + (
+    needs = PAGE_CACHE_NEEDS + (
         f"; or, for the tier as a job sees it, {verdict.needs}" if straddling else ""
     )
-    return verdict
+    return _never_reached(verdict, reason, "inconclusive", needs)
 
 
 def _device_claim(verdict: Verdict, device_rows) -> Verdict:
@@ -335,13 +330,18 @@ def _device_claim(verdict: Verdict, device_rows) -> Verdict:
     absorbed, reason = _in_memory(device_rows)
     if not absorbed:
         return verdict
-    seen = WORDS[verdict.status]
+    seen = f"inconclusive ({WORDS[verdict.status]} through the page cache)"
+    return _never_reached(verdict, reason, seen, PAGE_CACHE_NEEDS)
+
+
+def _never_reached(verdict: Verdict, reason: str, outcome: str, needs: str) -> Verdict:
+    """``verdict`` made inconclusive: its outcome in the text becomes ``outcome`` and why."""
     verdict.text = (
-        verdict.text.removesuffix(f": {seen}.")
-        + f": inconclusive ({seen} through the page cache), {PAGE_CACHE_TEXT} ({reason})."
+        verdict.text.removesuffix(f": {WORDS[verdict.status]}.")
+        + f": {outcome}, {PAGE_CACHE_TEXT} ({reason})."
     )
     verdict.status = INCONCLUSIVE
-    verdict.needs = PAGE_CACHE_NEEDS
+    verdict.needs = needs
     return verdict
 
 
