@@ -86,5 +86,19 @@ def fixture_text(name: str) -> str:
         return handle.read()
 
 
+def study_for_report(study: Path, frame, tier_names) -> None:
+    """What report.render reads of a study: results.csv, summary.csv and the tiers' provenance."""
+    from tierbench import aggregate
+
+    (study / "provenance").mkdir(parents=True, exist_ok=True)
+    frame.to_csv(study / "results.csv", index=False)
+    aggregate.summarise(frame.assign(reason=""), 0.25).to_csv(study / "summary.csv", index=False)
+    host = {"host": "h", "cpu_model": "c", "cores": 2, "memory_bytes": 1, "os": "o", "kernel": "k"}
+    tiers = {t: {"class": t, "path": f"/{t}", "block_device": {}} for t in tier_names}
+    (study / "provenance/tiers.json").write_text(
+        json.dumps({"host": host, "tools": {"fio": "fio-3.33"}, "tiers": tiers})
+    )
+
+
 def load_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import study_for_report
 from tierbench import answer, report
 
 WORKLOADS = {
@@ -95,21 +96,11 @@ def test_warmup_and_failed_rows_do_not_count():
 def test_report_puts_the_answer_before_any_detail(tmp_path):
     """The first screen answers the question: the ranked tiers come before verdicts,
     figures, tables of medians and provenance."""
-    study = tmp_path / "m" / "s"
-    (study / "provenance").mkdir(parents=True)
     frame = rows("fio", "write_bandwidth", "MB/s", {"disk": [100, 101, 99], "shm": [300, 301, 299]})
     frame = frame.assign(
         study="s", experiment="e", host="h", point="p", started_at="t", duration_s=1
     )
-    frame.to_csv(study / "results.csv", index=False)
-    from tierbench import aggregate
-
-    aggregate.summarise(frame.assign(reason=""), 0.25).to_csv(study / "summary.csv", index=False)
-    host = {"host": "h", "cpu_model": "c", "cores": 2, "memory_bytes": 1, "os": "o", "kernel": "k"}
-    tiers = {"disk": {"class": "disk", "path": "/d", "block_device": {}}}
-    (study / "provenance/tiers.json").write_text(
-        __import__("json").dumps({"host": host, "tools": {"fio": "fio-3.33"}, "tiers": tiers})
-    )
+    study_for_report(tmp_path / "m" / "s", frame, ["disk"])
     html = report.render(tmp_path / "m", ["s"], {"s": "A study"})
     body = html[html.index("<body>") :]
     first = body.index('class="answers"')

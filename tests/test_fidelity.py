@@ -299,10 +299,10 @@ def test_points_without_a_baseline_are_shown_and_the_others_decide():
 def test_the_report_groups_the_table_by_tier_and_shape_with_a_readable_badge(tmp_path):
     """Each tier and shape heads its rows once (no repeated shape column), a verdict of
     two words gets its colour, and an interval cell is numbers, never a sentence."""
-    from tierbench import aggregate, report
+    from conftest import study_for_report
+    from tierbench import report
 
     study_dir = tmp_path / "m" / "s"
-    (study_dir / "provenance").mkdir(parents=True)
     frame = pd.DataFrame(
         [{"study": "s", "experiment": "e", "workload": "fio", "tier": t, "tier_class": t,
           "point": "p", "host": "h", "metric": "write_bandwidth", "unit": "MB/s",
@@ -310,13 +310,7 @@ def test_the_report_groups_the_table_by_tier_and_shape_with_a_readable_badge(tmp
           "started_at": "t", "duration_s": 1}
          for t, base in (("disk", 100), ("shm", 300)) for r, v in enumerate([base, base + 1], 1)]
     )  # fmt: skip
-    frame.to_csv(study_dir / "results.csv", index=False)
-    aggregate.summarise(frame, 0.25).to_csv(study_dir / "summary.csv", index=False)
-    host = {"host": "h", "cpu_model": "c", "cores": 2, "memory_bytes": 1, "os": "o", "kernel": "k"}
-    tiers = {t: {"class": t, "path": f"/{t}", "block_device": {}} for t in TIERS}
-    (study_dir / "provenance/tiers.json").write_text(
-        json.dumps({"host": host, "tools": {}, "tiers": tiers})
-    )
+    study_for_report(study_dir, frame, TIERS)
     noisy = fidelity.fidelity(study(cost_factor=1.03, noise=0.15, seed=3), [])
     (study_dir / "fidelity.json").write_text(json.dumps(noisy))
     html = report.render(tmp_path / "m", ["s"], {"s": "A study"})
