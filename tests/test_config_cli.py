@@ -87,3 +87,26 @@ def test_job_resources_with_and_without_partitions_and_exclusive(pipeline, tmp_p
     assert {r["slurm_partition"] for r in jobs} == {"fat", ""}  # shm's points, disk's
     # exclusive nodes: whole nodes asked for; locally still one benchmark at a time
     assert all(r["slurm_extra"] == "--exclusive" and r["bench"] == "1" for r in jobs)
+
+
+def job_threads(output: str, rule: str) -> list[int]:
+    """Threads of each job of ``rule`` in a dry run's output (1 where none is printed)."""
+    found = []
+    for block in output.split("\nrule ")[1:]:
+        if block.startswith(f"{rule}:"):
+            lines = [li.strip() for li in block.split("\n\n")[0].splitlines()]
+            given = [li.split(":", 1)[1] for li in lines if li.startswith("threads:")]
+            found.append(int(given[0]) if given else 1)
+    return found
+
+
+def test_a_local_benchmark_holds_every_core_so_no_figure_job_runs_beside_it(pipeline, tmp_path):
+    """Locally, one benchmark at a time and nothing else beside it; `exclusive` lets
+    benchmarks run side by side, so there each keeps its own threads."""
+    done = pipeline("-n", "-c3", "--config", "scale=smoke").stdout
+    assert set(job_threads(done, "fio")) == {3}
+    assert set(job_threads(done, "plan")) == {1}
+    exclusive = tmp_path / "exclusive.yaml"
+    exclusive.write_text("exclusive: true\n")
+    done = pipeline("-n", "-c3", "--configfile", str(exclusive), "--config", "scale=smoke").stdout
+    assert set(job_threads(done, "fio")) == {1}

@@ -19,7 +19,7 @@ for workload in WORKLOADS.values():
             RAW_LOG.replace("{workload}", workload.name),
         conda:
             f"../../envs/{workload.env}.yaml"
-        threads: point_resource(workload.name, "threads")
+        threads: bench_threads(workload.name)
         resources:
             **benchmark_resources(workload),
         params:

@@ -341,6 +341,30 @@ def bench_slots(workload):
     return slots
 
 
+def bench_threads(workload):
+    """Threads of a benchmark job: the workload's own, and on this machine every core.
+
+    Benchmarks run one at a time, but a figure or report job could still run
+    beside one and take its CPU: in three paper runs, dd's 200 MB buffered
+    write to the disk ranged from 760 to 6,500 MB/s in one run and from 6,100
+    to 6,700 MB/s alone. Locally, then, a benchmark holds all cores (Snakemake
+    caps threads at --cores) unless `exclusive: true` lets benchmarks run side
+    by side; under Slurm a job asks for what it uses (the dry run shows what a
+    local run would do, as it does for the MPI launcher).
+    """
+    own = point_resource(workload, "threads")
+    if config.get("exclusive"):
+        return own
+
+    @per_job
+    def threads(wildcards):
+        local = executor_name() in (None, "local", "dryrun")  # a dry run shows a local run
+        cores = workflow._cores if local else None
+        return max(own(wildcards), cores or 0)
+
+    return threads
+
+
 def bench_runtime(workload):
     """Resource `runtime` (minutes): from the workload's `runtime_s(params)` estimate."""
 
