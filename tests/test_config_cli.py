@@ -55,15 +55,22 @@ def test_unknown_tier_in_experiment(pipeline, tmp_path):
     assert done.returncode != 0 and "lustre_scratch" in done.stdout + done.stderr
 
 
-def job_resources(output: str, rule: str) -> list[dict]:
-    """The `resources:` line of every job of a rule in a dry run's listing, parsed."""
+def job_fields(output: str, rule: str) -> list[dict]:
+    """The `key: value` lines of every job of a rule in a dry run's listing."""
     found = []
     for block in output.split("\nrule ")[1:]:
         if block.startswith(f"{rule}:"):
-            line = next(li for li in block.splitlines() if li.strip().startswith("resources:"))
-            pairs = line.split(":", 1)[1].split(", ")
-            found.append(dict(pair.strip().split("=", 1) for pair in pairs))
+            lines = block.split("\n\n")[0].splitlines()[1:]
+            found.append(dict(li.strip().split(": ", 1) for li in lines if ": " in li))
     return found
+
+
+def job_resources(output: str, rule: str) -> list[dict]:
+    """The `resources:` line of every job of a rule in a dry run's listing, parsed."""
+    return [
+        dict(pair.split("=", 1) for pair in job["resources"].split(", "))
+        for job in job_fields(output, rule)
+    ]
 
 
 def test_job_resources_with_and_without_partitions_and_exclusive(pipeline, tmp_path):
@@ -91,13 +98,7 @@ def test_job_resources_with_and_without_partitions_and_exclusive(pipeline, tmp_p
 
 def job_threads(output: str, rule: str) -> list[int]:
     """Threads of each job of ``rule`` in a dry run's output (1 where none is printed)."""
-    found = []
-    for block in output.split("\nrule ")[1:]:
-        if block.startswith(f"{rule}:"):
-            lines = [li.strip() for li in block.split("\n\n")[0].splitlines()]
-            given = [li.split(":", 1)[1] for li in lines if li.startswith("threads:")]
-            found.append(int(given[0]) if given else 1)
-    return found
+    return [int(job.get("threads", 1)) for job in job_fields(output, rule)]
 
 
 def test_a_local_benchmark_holds_every_core_so_no_figure_job_runs_beside_it(pipeline, tmp_path):
