@@ -3,6 +3,7 @@
 import errno
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from conftest import REPO, job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
-from tierbench.workloads import fe_model, fe_proxy, ga
+from tierbench.workloads import fe_model, fe_proxy, frd, ga
 
 TINY = {
     "cores": 1,
@@ -287,9 +288,9 @@ def test_frd_every_reopens_frd_as_ccx_does(tmp_path, kept, syscalls, every, reop
     start_worker({"frd_every": every})
     folder = tmp_path / "g01-e001"
     fe_proxy.evaluate(task(folder))
-    frd = appends(syscalls, "job.frd")
-    assert len(frd) == 1 + reopened + 1  # the header, the increments, the end
-    mesh, results = fe_proxy.frd_mesh_bytes(2), fe_proxy.frd_results_bytes(2)
+    reopenings = appends(syscalls, "job.frd")
+    assert len(reopenings) == 1 + reopened + 1  # the header, the increments, the end
+    mesh, results = frd.mesh_bytes(2), frd.results_bytes(2)
     outputs = 6 // every if every else 0
     assert (folder / "job.frd").stat().st_size == 80 + mesh + outputs * results + 6
     assert f"FREQUENCY={every}" in (folder / "job.inp").read_text() or not every
@@ -317,14 +318,25 @@ def test_proxy_writes_what_ccx_writes_for_its_deck(tmp_path, kept):
     # a line in .sta per attempt, results in .frd and .dat per converged increment
     attempts = {proxy: config.bar.increments, real: len(status)}
     for folder, count in ((proxy, config.bar.increments), (real, increments)):
-        frd = (folder / "job.frd").stat().st_size
-        assert frd == 80 + fe_proxy.frd_mesh_bytes(2) + count * fe_proxy.frd_results_bytes(2) + 6
+        size = (folder / "job.frd").stat().st_size
+        assert size == 80 + frd.mesh_bytes(2) + count * frd.results_bytes(2) + 6
         assert (folder / "job.dat").stat().st_size == 229 * count
         assert (folder / "job.sta").stat().st_size == 98 + 72 * attempts[folder]
         # the log: ccx's writes per solver call, sized as the proxy writes them, within 5 %
         iterations = ((folder / "job.cvg").stat().st_size - 274) / 82
         modelled = 395 + 882 + 864 * (count - 1) + 474 * (iterations - count) + 1795
         assert (folder / "job.log").stat().st_size == pytest.approx(modelled, rel=0.05)
+    # the .frd: ccx's text line for line, but for the numbers; the mesh's numbers too
+    ours, theirs = ((f / "job.frd").read_text().splitlines() for f in (proxy, real))
+    shape = [frd_line_shape(line) for line in ours]
+    assert shape == [frd_line_shape(line) for line in theirs[: len(ours) - 1]] + shape[-1:]
+    mesh = slice(12, 12 + 1 + 4 * 3 + 1 + 1 + 2 * 2)  # after the date and time lines
+    assert ours[mesh] == theirs[mesh] and ours[5:10] == theirs[5:10]
+
+
+def frd_line_shape(line: str) -> tuple[int, str]:
+    """An .frd line's length and its words, numbers blanked: what ccx's layout fixes."""
+    return len(line), re.sub(r"-?\d+(\.\d+)?(E[-+]\d+)?", "#", line).replace(" ", "")
 
 
 @pytest.mark.parametrize(
@@ -544,7 +556,7 @@ def test_planned_bytes_and_threads():
     assert fe_proxy.threads({"cores": 3}) == 3
     one = fe_proxy.planned_bytes({"cores": 1})
     assert fe_proxy.planned_bytes({"cores": 4}) == 4 * one
-    assert one > 40 * fe_proxy.frd_results_bytes(10)  # 10 elements, 40 increments
+    assert one > 40 * frd.results_bytes(10)  # 10 elements, 40 increments
     abaqus = fe_proxy.planned_bytes({"cores": 1, "output_model": "abaqus"})
     assert abaqus > fe_proxy.parse_size("512KiB") + 40 * fe_proxy.parse_size("16KiB")
 

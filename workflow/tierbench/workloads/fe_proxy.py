@@ -30,10 +30,11 @@ deleted after the evaluation, also when the solve fails.
 Evaluations of one generation run in parallel on ``cores`` worker processes,
 one evaluation per worker at a time. Times per evaluation: ``io_time`` is the
 time in file-system calls (create, open, write, fsync, close, unlink, read of
-the deck, delete); ``compute_time`` is the rest (the solve, and formatting
-its text: the few lines of real numbers, the .sta, .cvg and .dat lines; the
-bulk of the results files is preformatted bytes of the measured size, as
-the proxy stands for the application's I/O, not its digits).
+the deck, delete); ``compute_time`` is the rest (the solve, and making the
+text it writes: the .frd's results are the solve's own, formatted as ccx
+formats them (``frd``), as formatting is most of what ccx's field output
+costs; the .sta, .cvg and .dat lines carry the solve's numbers; ccx's
+standard output is modelled by its size).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ..matrix import complete, schema_defaults
 from ..records import metric
 from ..runner import Job
 from ..units import parse_size
-from . import Workload, fe_model, ga
+from . import Workload, fe_model, frd, ga
 
 #: the known material of the target curve, and what the GA fits (MPa)
 TRUTH = fe_model.Material()
@@ -91,16 +92,12 @@ JOB = "job"
 # starts the equation solver (once per iteration: the increment's heading with
 # the first, the last iteration's residuals with the next), three at the end.
 # The folder then holds .inp .log .dat .frd .sta .cvg .12d and spooles.out.
-# The .frd sizes below hold to the byte for every E measured; .dat and the log
+# The .frd's layout and formats are ccx's to the byte (``frd``); .dat and the log
 # do not grow with E. With *NODE FILE and *EL FILE FREQUENCY=n (frd_every n),
 # .frd is reopened only at the increments with output, the mesh coming with
 # the first; without them (frd_every 0) it is still reopened every increment,
 # the mesh written with the first and nothing after (measured with E = 2, 10
 # increments).
-FRD_HEAD = 80  # .frd header, before the first increment
-FRD_MESH = (1082, 313)  # nodes and elements, with the first increment: 1082 + 313 E
-FRD_RESULTS = (1814, 324)  # one increment's results: 1814 + 324 per node
-FRD_END = b" 9999\n"
 STDIO_BUFFER = 4096
 SECTION_NODES = 4  # nodes of a cross-section: the loaded face has these
 NAM_BYTES = 31
@@ -234,15 +231,6 @@ def threads(params: dict) -> int:
     return int(params["cores"])
 
 
-def frd_results_bytes(elements: int) -> int:
-    """What ccx appends to .frd per increment for a row of ``elements`` C3D8 elements."""
-    return FRD_RESULTS[0] + FRD_RESULTS[1] * SECTION_NODES * (elements + 1)
-
-
-def frd_mesh_bytes(elements: int) -> int:
-    return FRD_MESH[0] + FRD_MESH[1] * elements
-
-
 def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
     """An upper estimate of what one evaluation has on the tier at its end."""
     deck = len(deck_model(bar)) + 2048
@@ -250,10 +238,11 @@ def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
     if output.model == "calculix":
         iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
         outputs = n // output.frd_every if output.frd_every else 0
-        frd = FRD_HEAD + frd_mesh_bytes(bar.elements) + outputs * frd_results_bytes(bar.elements)
+        frd_bytes = frd.header_bytes() + frd.mesh_bytes(bar.elements)
+        frd_bytes += outputs * frd.results_bytes(bar.elements)
         text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
         log = LOG_BANNER + LOG_FIRST + LOG_INCREMENT * n + LOG_ITERATION * iterations
-        return deck + frd + len(FRD_END) + DAT_BYTES * n + text + log + sum(LOG_END)
+        return deck + frd_bytes + len(frd.END) + DAT_BYTES * n + text + log + sum(LOG_END)
     frame = _frame_bytes(bar.elements)
     restart = max(output.restart_bytes, frame) if output.restart_interval else 0
     per_increment = max(output.increment_bytes, frame) + TEXT_BYTES_PER_INCREMENT
@@ -303,11 +292,7 @@ def deck_model(bar: fe_model.Bar, frd_every: int = 1) -> str:
         for i, (x, side) in enumerate(zip(bar.nodes, sides, strict=True))
         for k, (cy, cz) in enumerate(corners)
     ]
-    elements = [
-        f"{e + 1}, {4 * e + 1}, {4 * e + 5}, {4 * e + 6}, {4 * e + 2}, "
-        f"{4 * e + 4}, {4 * e + 8}, {4 * e + 7}, {4 * e + 3}"
-        for e in range(bar.elements)
-    ]
+    elements = [", ".join(map(str, element)) for element in frd.Mesh(bar).connectivity()]
     tip, step = 4 * bar.elements, 1 / bar.increments
     peak = "1., 0." if not bar.unload else "0.5, 1., 1., 0."
     lines = [
@@ -457,7 +442,7 @@ def _write(fd: int, data) -> None:
 
 
 def _text_block(size: int) -> bytes:
-    """``size`` bytes of .frd-like text lines: preformatted results of the right size."""
+    """``size`` bytes of text lines: what ccx prints to its standard output, by its size."""
     line = b" -1         1 0.00000E+00 0.00000E+00 0.00000E+00\n"
     if size <= 0:
         return b""
@@ -475,16 +460,10 @@ def _chunks(data: bytes, size: int = STDIO_BUFFER) -> tuple:
 
 @dataclass(frozen=True)
 class CalculixLayout:
-    """The preformatted parts of ccx's files for one mesh, made once per worker.
+    """What ccx's files hold for one mesh, made once per worker: the .frd's writer,
+    the standard output's writes by their sizes."""
 
-    An .frd append is (its stdio writes, their bytes).
-    """
-
-    frd_head: bytes
-    frd_first: tuple  # mesh and the first results
-    frd_results: tuple  # one increment's results
-    frd_mesh: tuple  # the mesh alone (no field output requested)
-    frd_none: tuple  # nothing: .frd reopened and closed
+    frd_writer: frd.Writer
     tip: int  # the node whose displacement .dat prints
     nam: bytes
     log_banner: bytes
@@ -495,14 +474,8 @@ class CalculixLayout:
 
     @classmethod
     def of(cls, bar: fe_model.Bar) -> CalculixLayout:
-        results = _text_block(frd_results_bytes(bar.elements))
-        mesh = _text_block(frd_mesh_bytes(bar.elements))
         return cls(
-            frd_head=_text_block(FRD_HEAD),
-            frd_first=(_chunks(mesh + results), len(mesh) + len(results)),
-            frd_results=(_chunks(results), len(results)),
-            frd_mesh=(_chunks(mesh), len(mesh)),
-            frd_none=((), 0),
+            frd_writer=frd.Writer(frd.Mesh(bar), material="STEEL"),
             tip=SECTION_NODES * bar.elements + 3,  # the calculix workload's TIP
             nam=_text_block(NAM_BYTES),
             log_banner=_text_block(LOG_BANNER),
@@ -529,6 +502,7 @@ class CalculixOutput:
         self.log = -1  # job.log, ccx's standard output
         self.first = True
         self.mesh_written = False
+        self.outputs = 0  # .frd output increments so far (ccx's kode)
         # per increment: spooles.out and .frd reopens, writes, bytes, fsyncs
         self.reopened = self.writes = self.written = self.synced = 0
 
@@ -564,14 +538,15 @@ class CalculixOutput:
             _write(fd, self.layout.nam)
         finally:
             os.close(fd)
-        self._append_frd(((self.layout.frd_head,), FRD_HEAD), sync=False)
+        self._append_frd(layout.frd_writer.head(text.split(b"\n", 2)[1].strip()), sync=False)
         disk.account(time.perf_counter() - start, NAM_BYTES, open=2, write=1, close=2)
         disk.created(name[".12d"], name[".frd"], disk.path("spooles.out"))
         return text
 
-    def _append_frd(self, append: tuple, sync: bool) -> None:
-        """Reopen .frd for append (fopen "a": open, lseek), write, close; tallied, not timed."""
-        chunks, size = append
+    def _append_frd(self, text: bytes, sync: bool) -> None:
+        """Reopen .frd for append (fopen "a": open, lseek), write ``text`` as a 4096-byte
+        stdio buffer does, close; tallied, not timed."""
+        chunks = _chunks(text)
         fd = os.open(self.frd, APPEND, 0o666)
         try:
             os.lseek(fd, 0, os.SEEK_END)
@@ -586,7 +561,7 @@ class CalculixOutput:
             os.close(fd)
         self.reopened += 1
         self.writes += len(chunks)
-        self.written += size
+        self.written += len(text)
         self.synced += sync
 
     def __call__(self, inc: fe_model.Increment) -> None:
@@ -609,11 +584,13 @@ class CalculixOutput:
             log[0] = layout.log_first
         every = self.every  # .frd: reopened at the increments with output (see CALCULIX OUTPUT)
         if every and number % every:
-            frd = None
-        elif self.mesh_written:
-            frd = layout.frd_results if every else layout.frd_none
-        else:
-            frd, self.mesh_written = (layout.frd_first if every else layout.frd_mesh), True
+            frd_text = None
+        else:  # the mesh with the first reopening, then the results when requested
+            frd_text = b"" if self.mesh_written else layout.frd_writer.mesh_block()
+            self.mesh_written = True
+            if every:
+                self.outputs += 1
+                frd_text += layout.frd_writer.results(self.outputs, inc)
         dat_fd, sta_fd, cvg_fd = self.fds
         log_fd, spooles = self.log, self.spooles
         write, open_, lseek, close = os.write, os.open, os.lseek, os.close
@@ -635,8 +612,8 @@ class CalculixOutput:
         if self.sync:
             for fd in self.fds:
                 os.fsync(fd)
-        if frd is not None:
-            self._append_frd(frd, self.sync)
+        if frd_text is not None:
+            self._append_frd(frd_text, self.sync)
         self.disk.seconds += time.perf_counter() - start
         self.reopened += n
         self.writes += 2 * n + 2
@@ -664,7 +641,7 @@ class CalculixOutput:
             if end:
                 os.fsync(fd)
             os.close(fd)
-        self._append_frd(((FRD_END,), len(FRD_END)), sync=self.disk.fsync != "none")
+        self._append_frd(frd.END, sync=self.disk.fsync != "none")
         _write(self.log, summary)
         _write(self.log, total_time)
         log, self.log = self.log, -1
