@@ -229,15 +229,41 @@ def fe_rows(
 
 def test_fe_proxy_is_compared_per_evaluation():
     frame = pd.DataFrame(
-        fe_rows("calculix", "ccx", 6, 0.05, {"frd_every": 0})
-        + fe_rows("fe_proxy", "proxy", 10, 0.05, {"frd_every": 0})
+        fe_rows("calculix", "ccx", 6, 0.05, {"frd_every": 0}, increments=10)
+        + fe_rows("fe_proxy", "proxy", 10, 0.05, {"frd_every": 0}, increments=10)
     )  # fmt: skip
     (entry,) = fidelity.fidelity(frame)["proxies"]
     assert entry["proxy"] == "fe_proxy" and entry["unit"] == "evaluation"
     assert entry["verdict"] == fidelity.DIFFERS
     assert "fe_proxy writes 10 files per evaluation, calculix 6 on shm" in entry["reasons"][0]
-    (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per evaluation"]
+    (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per increment"]
     assert cost["ratio"] == pytest.approx(1.0) and cost["decision"] == "agrees"
+
+
+@pytest.mark.parametrize(
+    ("proxy_cost", "decision"), [(0.05 * 40 / 46, "agrees"), (0.05, "differs")]
+)
+def test_fe_io_cost_is_judged_per_increment(proxy_cost, decision):
+    """ccx took 46 increments, the proxy 40: the same cost per evaluation is more per increment."""
+    real = fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0}, increments=46)
+    proxy = fe_rows("fe_proxy", "proxy", 8, proxy_cost, {"frd_every": 0}, increments=40)
+    (entry,) = fidelity.fidelity(pd.DataFrame(real + proxy))["proxies"]
+    (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per increment"]
+    assert cost["ratio"] == pytest.approx(proxy_cost / 40 / (0.05 / 46), rel=1e-3)
+    assert cost["decision"] == decision
+
+
+def test_fe_io_cost_without_increments_is_undecided():
+    frame = pd.DataFrame(
+        fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0})
+        + fe_rows("fe_proxy", "proxy", 8, 0.05, {"frd_every": 0}, increments=10)
+    )  # fmt: skip
+    (entry,) = fidelity.fidelity(frame)["proxies"]
+    assert not [r for r in entry["rows"] if r["quantity"].startswith("I/O cost")]
+    assert entry["verdict"] == fidelity.WITHIN_NOISE
+    assert entry["reasons"] == [
+        "I/O cost per increment on shm: no solver_increments_median measured"
+    ]
 
 
 @pytest.mark.parametrize(("proxy_bytes", "decision"), [(20_000, "agrees"), (15_000, "differs")])
@@ -247,7 +273,8 @@ def test_fe_bytes_are_judged_per_increment_when_the_solvers_take_different_count
     """ccx cut back to 46 increments where the proxy took 40: bytes per evaluation differ by
     the count, which is each solver's convergence; the output per increment is what counts."""
     real = fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0}, increments=46)
-    proxy = fe_rows("fe_proxy", "proxy", 8, 0.05, {"frd_every": 0}, increments=40)
+    same_per_increment = 0.05 * 40 / 46
+    proxy = fe_rows("fe_proxy", "proxy", 8, same_per_increment, {"frd_every": 0}, increments=40)
     for row in proxy:
         if row["metric"] == "bytes_written":
             row["value"] = proxy_bytes * 40 * 8

@@ -12,7 +12,9 @@ parameters of :data:`PAIRS`), side by side:
 - the I/O cost per write: time per step with writes minus without (from
   untraced experiments; a traced run's times mean nothing), times the steps
   between writes; for FE, the evaluation time with field output minus without
-  (``frd_every: 0``: neither ccx nor a proxy of it runs with no output at all);
+  (``frd_every: 0``: neither ccx nor a proxy of it runs with no output at all),
+  per increment (each solver writes an increment's results and takes its own
+  number of increments);
 - the tier ratio each sees: the headline time on a device tier / a RAM tier.
 
 The verdict: *faithful* when files and folders per write match and the 95%
@@ -605,8 +607,13 @@ def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
 
 
 def cost_rows(report: Report, m: Match) -> None:
-    """The I/O cost per write: with output minus without, for proxy and real side by side."""
-    pair, unit = report.pair, report.pair.unit
+    """The I/O cost per write: with output minus without, for proxy and real side by side.
+
+    FE's write is an increment's output: each solver takes its own number of
+    increments for the same analysis, so the cost per evaluation is divided by them.
+    """
+    pair = report.pair
+    unit = "increment" if pair.increments else pair.unit
     where = report.where(m)
     quantity = f"I/O cost per {unit}"
     if m.proxy_base is None or m.real_base is None:
@@ -620,15 +627,15 @@ def cost_rows(report: Report, m: Match) -> None:
     if any(s is None for s in samples):
         report.undecided.append(f"{quantity} {where}: no {metric_name} measured")
         return
-    scale = 1.0
-    per = {}
-    for side, point, base in (("proxy", m.proxy, m.proxy_base), ("real", m.real, m.real_base)):
-        steps_per_write = _steps_per_write(point, pair)
-        per[side] = (point.median(metric_name) - base.median(metric_name)) * steps_per_write
-        if side == "proxy":
-            scale *= steps_per_write
-        else:
-            scale /= steps_per_write
+    factors = {"proxy": _per_write(m.proxy, pair), "real": _per_write(m.real, pair)}
+    if None in factors.values():
+        report.undecided.append(f"{quantity} {where}: no {pair.increments} measured")
+        return
+    per = {
+        side: (point.median(metric_name) - base.median(metric_name)) * factors[side]
+        for side, point, base in (("proxy", m.proxy, m.proxy_base), ("real", m.real, m.real_base))
+    }
+    scale = factors["proxy"] / factors["real"]
     interval = difference_ratio(*samples, scale=scale)
     report.costs += 1
     decision = decide(interval)
@@ -640,11 +647,15 @@ def cost_rows(report: Report, m: Match) -> None:
     )
 
 
-def _steps_per_write(point: Point, pair: Pair) -> float:
-    """Time per step x steps between writes = time per write; FE times are per evaluation."""
-    if pair.unit != "write":
-        return 1.0
-    return float(point.param("write_interval"))
+def _per_write(point: Point, pair: Pair) -> float | None:
+    """What turns a difference of the time metric into a cost per write: CFD's time per
+    step x steps between writes; FE's time per evaluation / its increments (None: unknown)."""
+    if pair.unit == "write":
+        return float(point.param("write_interval"))
+    if pair.increments:
+        increments = point.median(pair.increments)
+        return 1.0 / increments if increments else None
+    return 1.0
 
 
 def _judge(report: Report, what: str, interval: intervals.Interval, decision: str) -> None:
@@ -756,9 +767,10 @@ def verdict(report: Report) -> tuple[str, list[str]]:
     pair = report.pair
     if report.differs:
         return DIFFERS, report.differs
-    if report.costs == 0:
+    cost_unit = "increment" if pair.increments else pair.unit
+    if report.costs == 0 and not any(u.startswith("I/O cost") for u in report.undecided):
         report.undecided.append(
-            f"I/O cost per {pair.unit}: no compared point has a no-output baseline of both "
+            f"I/O cost per {cost_unit}: no compared point has a no-output baseline of both "
             f"{pair.proxy} and {pair.real} ({_baseline_text(pair)})"
         )
     if report.decided == 0:
@@ -767,7 +779,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
         return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {pair.unit} agree within {BAND[0]}-{BAND[1]} (95% intervals) at every "
+        f"cost per {cost_unit} agree within {BAND[0]}-{BAND[1]} (95% intervals) at every "
         "compared point"
     ]
 
