@@ -4,14 +4,18 @@ Each evaluation of the ``fe_tmpfs`` optimisation (population 30 x 2
 generations, 10 elements, 40 increments, 1 worker) runs twice back to back:
 with every file written to /dev/null through fe_proxy's own Disk (the void:
 the same calls, no storage) and with output off (the same solve, no files),
-the order alternating. The void run still makes every file-system call of
-the application's output pattern (CalculiX's: ~1,000 calls an evaluation),
-which no proxy of that application can leave out. So the reference is output
-off plus those calls made from C: ``bench/fe_replay.c`` replays the calls
-each evaluation made (recorded once, from a traced run of the same
-optimisation, so it follows the proxy when the pattern changes) on /dev/null,
-in the same rounds as the rest. Goal: void / (off + C replay) at most 1.05,
-median over the evaluations. Beside it, for the reader: void / off (which
+the order alternating. The void run still makes the application's output:
+every file-system call of its pattern (CalculiX's: ~1,000 calls an
+evaluation) and the numbers of its results formatted into its .frd (~35,000
+an evaluation, most of what ccx's field output costs), which no proxy that
+costs what the application's output costs can leave out. So the reference is
+output off plus that output made the application's way, from C:
+``bench/fe_replay.c`` replays the calls each evaluation made on /dev/null and
+formats the same numbers as ccx does (C stdio, ``%12.5E`` per value), each
+evaluation's output recorded once from a traced run of the same optimisation
+(so it follows the proxy when the pattern changes), in the same rounds as
+the rest. Goal: void / (off + C replay) at most 1.05, median over the
+evaluations. Beside it, for the reader: void / off (which
 includes the application's own calls), whole optimisation runs of each mode
 (seconds apart, so the machine's drift is in them), the compute share of an
 evaluation as fe_proxy reports it and as the solve's own compute, and what
@@ -30,9 +34,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from harness import REPO, TIER, log, rotated, row
 from tierbench.rundir import RunFolder
-from tierbench.workloads import fe_model, fe_proxy
+from tierbench.workloads import fe_model, fe_proxy, frd
 
 SIZES = {
     # the fe_tmpfs study's optimisation: population 30, 2 generations; the C replay
@@ -148,7 +153,8 @@ TRACED = ("open", "write", "writev", "read", "lseek", "fsync", "close", "unlink"
 
 
 class CallTrace:
-    """Every file call made while active, as lines of bench/fe_replay.c's trace.
+    """Every file call made while active, as lines of bench/fe_replay.c's trace, and
+    every block of .frd numbers formatted (a line, and its numbers in ``values``).
 
     Descriptors are renumbered to the lowest free slot, so the trace does not
     depend on what else the process has open. A call the replay cannot make
@@ -156,12 +162,21 @@ class CallTrace:
     void tier must have sent everything to /dev/null.
     """
 
+    active: CallTrace | None = None
+
     def __init__(self):
         self.lines: list[str] = []
+        self.values: list[bytes] = []
         self.slots: dict[int, int] = {}
         self.real = {name: getattr(os, name) for name in TRACED}
 
+    def block(self, table: np.ndarray) -> None:
+        """A block formatted: (nodes, 1 + values) of node numbers and values."""
+        self.lines.append(f"f {table.shape[0]} {table.shape[1] - 1}")
+        self.values.append(np.ascontiguousarray(table, dtype="<f4").tobytes())
+
     def __enter__(self) -> CallTrace:
+        CallTrace.active = self
         wrappers = {
             "open": self._open, "write": self._sized("w", "write"),
             "read": self._sized("r", "read"), "writev": self._writev, "lseek": self._lseek,
@@ -173,6 +188,7 @@ class CallTrace:
         return self
 
     def __exit__(self, *exc) -> None:
+        CallTrace.active = None
         for name, real in self.real.items():
             setattr(os, name, real)
 
@@ -233,26 +249,55 @@ class CallTrace:
         return call
 
 
+_RESULTS, _MESH = frd.Writer.results, frd.Writer.mesh_block
+
+
+def _results_traced(writer: frd.Writer, kode, inc) -> bytes:
+    text = _RESULTS(writer, kode, inc)
+    for a, b in writer.spans:
+        CallTrace.active.block(writer.table[a:b].reshape(writer.mesh.nodes, -1))
+    return text
+
+
+def _mesh_traced(writer: frd.Writer, when=None) -> bytes:
+    text = _MESH(writer, when)
+    ids = np.arange(1, writer.mesh.nodes + 1)[:, None]
+    CallTrace.active.block(np.hstack([ids, writer.mesh.coordinates]))
+    return text
+
+
 def evaluate_traced(task: dict) -> dict:
-    """An evaluation to the void with its file calls traced (timing: none of its figures)."""
+    """An evaluation to the void with its output traced (timing: none of its figures)."""
     with CallTrace() as trace:
         record = _EVALUATE(task)
-    return {**record, "trace": trace.lines}
+    return {**record, "trace": trace.lines, "values": b"".join(trace.values)}
 
 
 def record_trace(config, path: Path) -> list[dict]:
-    """Trace every evaluation of the optimisation to the void into ``path``; what each made."""
+    """Trace every evaluation of the optimisation to the void into ``path`` (and its numbers
+    into ``path.values``); the calls and bytes each made."""
     with fe_mode("traced"):
         outcome = fe_proxy.optimise(config, path.parent)
     evaluations = outcome["evaluations"]
     path.write_text("".join("e\n" + "".join(f"{x}\n" for x in e["trace"]) for e in evaluations))
-    return [{"calls": len(e["trace"]), "bytes": e["bytes"]} for e in evaluations]
+    values_path(path).write_bytes(b"".join(e["values"] for e in evaluations))
+    calls = [sum(1 for x in e["trace"] if not x.startswith("f")) for e in evaluations]
+    return [{"calls": n, "bytes": e["bytes"]} for n, e in zip(calls, evaluations, strict=True)]
+
+
+def values_path(trace: Path) -> Path:
+    return trace.with_suffix(".values")
 
 
 def compile_replay(folder: Path) -> Path:
     binary = folder / "fe_replay"
+    source = str(REPO / "bench" / "fe_replay.c")
+    # as Debian builds ccx: its fprintf is the fortified one, and libquadmath (which
+    # ccx's Fortran runtime loads) registers a printf modifier, which sends every
+    # printf through glibc's slower positional path
+    quadmath = ["-Wl,--no-as-needed", "-l:libquadmath.so.0"]
     subprocess.run(
-        ["gcc", "-O2", "-o", str(binary), str(REPO / "bench" / "fe_replay.c")],
+        ["gcc", "-O2", "-D_FORTIFY_SOURCE=2", "-o", str(binary), source, *quadmath],
         check=True,
         capture_output=True,
         text=True,
@@ -261,15 +306,18 @@ def compile_replay(folder: Path) -> Path:
 
 
 def c_replay(binary: Path, trace: Path, repeats: int) -> list[dict]:
-    """The traced calls made from C on /dev/null: per evaluation, seconds, calls, bytes."""
+    """The traced output made from C on /dev/null: per evaluation, seconds, calls, bytes."""
     done = subprocess.run(
-        [str(binary), str(trace), os.devnull, str(repeats)],
+        [str(binary), str(trace), str(values_path(trace)), os.devnull, str(repeats)],
         check=True,
         capture_output=True,
         text=True,
     )
     rows = [line.split() for line in done.stdout.splitlines()]
-    return [{"seconds": float(t), "calls": int(c), "bytes": int(b)} for t, c, b in rows]
+    return [
+        {"seconds": float(t), "calls": int(c), "bytes": int(b), "numbers": int(n)}
+        for t, c, b, n in rows
+    ]
 
 
 # ---------------------------------------------------------------- the modes
@@ -291,6 +339,7 @@ def fe_mode(mode: str):
         fe_proxy.evaluate, fe_proxy.Disk = evaluate_paired, VoidDisk
     elif mode == "traced":
         fe_proxy.evaluate, fe_proxy.Disk = evaluate_traced, VoidDisk
+        frd.Writer.results, frd.Writer.mesh_block = _results_traced, _mesh_traced
     else:
         fe_proxy.evaluate, fe_model.solve = _evaluate_watched, _solve_watched
         if mode == "void":
@@ -299,6 +348,7 @@ def fe_mode(mode: str):
         yield
     finally:
         fe_proxy.Disk, fe_proxy.evaluate, fe_model.solve = disk, evaluate, solve
+        frd.Writer.results, frd.Writer.mesh_block = _RESULTS, _MESH
 
 
 def fe_run(config, mode: str) -> dict:
@@ -351,6 +401,7 @@ def run_rounds(config, rounds: int, replay: tuple) -> dict[str, list[dict]]:
                     {
                         "seconds": [e["seconds"] for e in done],
                         "made": [{"calls": e["calls"], "bytes": e["bytes"]} for e in done],
+                        "numbers": [e["numbers"] for e in done],
                     }
                 )
             else:
@@ -383,7 +434,7 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
     # each evaluation's C replay from the same round, in the same (the GA's) order
     calls_s = [t for r in runs["replay"] for t in r["seconds"]]
     off_sum, void_sum, calls_sum = sum(p[0] for p in pairs), sum(p[1] for p in pairs), sum(calls_s)
-    made = runs["replay"][0]["made"]
+    made, numbers = runs["replay"][0]["made"], runs["replay"][0]["numbers"]
     c, b = config.ga, config.bar
     what = (
         f"GA population {c.population} x {c.generations} generations on {config.cores} worker, "
@@ -392,20 +443,22 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
         f"{config.output.model}"
     )
     calls = (
-        f"{statistics.median(m['calls'] for m in made):.0f} file calls per evaluation "
-        f"(median), replayed from C in {statistics.median(calls_s) * 1e3:.2f} ms (median)"
+        f"{statistics.median(m['calls'] for m in made):.0f} file calls and the .frd's "
+        f"{statistics.median(numbers):.0f} numbers per evaluation (medians), "
+        f"made from C in {statistics.median(calls_s) * 1e3:.2f} ms (median)"
     )
     return [
         row(
             3,
             "fe_harness_overhead",
             "FE proxy evaluation wall time, output to the void (/dev/null) / (output off "
-            "+ the same file calls made from C on /dev/null), back to back",
+            "+ the same output made from C: its file calls on /dev/null, its .frd's numbers "
+            "formatted as ccx does), back to back",
             "ratio",
             [void / (off + t) for (off, void), t in zip(pairs, calls_s, strict=True)],
             goal,
             f"{len(pairs)} evaluations in {len(runs['paired'])} rounds; summed: void "
-            f"{void_sum:.2f} s / (off {off_sum:.2f} s + C calls {calls_sum:.3f} s) = "
+            f"{void_sum:.2f} s / (off {off_sum:.2f} s + C output {calls_sum:.3f} s) = "
             f"{void_sum / (off_sum + calls_sum):.3f}; {calls}; {what}",
             off_s=[p[0] for p in pairs],
             void_s=[p[1] for p in pairs],
@@ -415,12 +468,12 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
             3,
             "fe_void_over_off",
             "FE proxy evaluation wall time, void / output off, back to back: includes the "
-            "application's own file calls",
+            "application's own output",
             "ratio",
             [void / off for off, void in pairs],
             None,
             f"summed: void {void_sum:.2f} s / off {off_sum:.2f} s = {void_sum / off_sum:.3f}; "
-            f"the calls alone, from C, are {100 * calls_sum / off_sum:.1f} % of output off",
+            f"the output alone, from C, is {100 * calls_sum / off_sum:.1f} % of output off",
         ),
         row(
             3,

@@ -1,10 +1,14 @@
-/* The C reference for fe_proxy's output calls (bench/run.py, item 3).
+/* The C reference for fe_proxy's output (bench/run.py, item 3).
  *
- * Replays the file-system calls fe_proxy made in its evaluations, as recorded
- * by bench/fe_output_overhead.py, on one file (/dev/null there): the same
- * calls, in the same order, with the same flags and byte counts, and nothing
- * else (no formatting, no solve). What this costs is the application's own
- * I/O pattern on that file; what the proxy costs beyond it is its overhead.
+ * Replays the output fe_proxy made in its evaluations, as recorded by
+ * bench/fe_output_overhead.py, the way the application it models makes it:
+ * the file-system calls on one file (/dev/null there), the same calls in the
+ * same order with the same flags and byte counts, and the numbers of its .frd
+ * results formatted as ccx 2.20 formats them (frd.c: fprintf of "%3s%10d" per
+ * node and of "%12.5E" per value, of the value as a float, into a stdio
+ * FILE; here one in memory, as the writes are the replayed calls). Nothing
+ * else (no solve). What this costs is the application's own output on that
+ * file; what the proxy costs beyond it is its overhead.
  *
  * The trace holds one evaluation after another, one call a line:
  *
@@ -16,14 +20,17 @@
  *     l FD OFFSET WHENCE     lseek
  *     s FD                   fsync
  *     c FD                   close
+ *     f NODES K              format a block of NODES nodes of K values each:
+ *                            the next NODES x (1 + K) numbers of VALUES
+ *                            (float32: the node's number, then its values)
  *
  * Every evaluation is replayed REPEATS times after one warm-up replay, the
  * repeats of the whole trace in turn (so an evaluation's repeats are apart,
  * as the proxy's are). Prints one line per evaluation: the median seconds of
- * its replays, its calls and the bytes it wrote.
+ * its replays, its file calls, the bytes it wrote and the values it formatted.
  *
- *     gcc -O2 -o fe_replay fe_replay.c
- *     ./fe_replay TRACE PATH REPEATS
+ *     gcc -O2 -D_FORTIFY_SOURCE=2 -o fe_replay fe_replay.c   (as Debian builds ccx)
+ *     ./fe_replay TRACE VALUES PATH REPEATS
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,14 +47,17 @@
 
 typedef struct {
     char op;
-    int fd, parts;
-    long a, b; /* open: flags; write, read: size; lseek: offset, whence */
+    int fd, parts, nodes; /* parts: of a writev; nodes: of a formatted block */
+    long a, b; /* open: flags; write, read: size; lseek: offset, whence; format: first, K */
     long *sizes; /* writev: the parts' sizes */
 } Call;
 
+/* Where formatted blocks go: a FILE in memory, rewound for each block. */
+#define FORMATTED (1 << 22)
+
 typedef struct {
     Call *calls;
-    long count, bytes;
+    long count, bytes, blocks, numbers; /* blocks: of the calls, the formatted ones */
 } Evaluation;
 
 static void die(const char *what, const char *detail) {
@@ -85,13 +95,15 @@ static int expected(char op, const long *n, int k) {
     case 'o': case 'w': case 'r': return 2;
     case 'l': return 3;
     case 's': case 'c': return 1;
+    case 'f': return 2;
     case 'v': return k >= 2 && n[1] >= 1 && n[1] <= MAX_PARTS ? 2 + (int)n[1] : -1;
     default: return -1;
     }
 }
 
-/* The trace's evaluations; *largest is the largest write or read. */
-static Evaluation *load(const char *trace, int *count, long *largest) {
+/* The trace's evaluations; *largest is the largest write or read, *formatted the
+ * numbers its blocks take from VALUES. */
+static Evaluation *load(const char *trace, int *count, long *largest, long *formatted) {
     FILE *in = fopen(trace, "r");
     if (!in) die("open", trace);
     Evaluation *evals = NULL;
@@ -99,13 +111,14 @@ static Evaluation *load(const char *trace, int *count, long *largest) {
     long capacity = 0, line_number = 0, v[2 + MAX_PARTS];
     char line[8192], where[4200];
     *largest = 1;
+    *formatted = 0;
     while (fgets(line, sizeof line, in)) {
         line_number++;
         snprintf(where, sizeof where, "%s line %ld", trace, line_number);
         if (line[0] == 'e') {
             evals = realloc(evals, sizeof(Evaluation) * (size_t)(n + 1));
             if (!evals) die("realloc", trace);
-            evals[n++] = (Evaluation){NULL, 0, 0};
+            evals[n++] = (Evaluation){NULL, 0, 0, 0, 0};
             capacity = 0;
             continue;
         }
@@ -113,10 +126,16 @@ static Evaluation *load(const char *trace, int *count, long *largest) {
         errno = EINVAL;
         if (n == 0) die("a call before the first evaluation:", where);
         if (k < 1 || k != expected(line[0], v, k)) die("not a call:", where);
-        Call c = {line[0], (int)v[0], 0, 0, 0, NULL};
+        Call c = {line[0], (int)v[0], 0, 0, 0, 0, NULL};
         if (c.op == 'o') c.a = v[0], c.fd = (int)v[1];
         if (c.op == 'w' || c.op == 'r' || c.op == 'l') c.a = v[1];
         if (c.op == 'l') c.b = v[2];
+        if (c.op == 'f') {
+            c.fd = 0, c.nodes = (int)v[0], c.a = *formatted, c.b = v[1];
+            if (c.nodes < 1 || c.b < 1 || c.nodes * (14 + 12 * c.b) > FORMATTED / 2)
+                die("a block of no or too many numbers:", where);
+            *formatted += c.nodes * (1 + c.b);
+        }
         if (c.op == 'v') {
             c.parts = (int)v[1];
             c.sizes = malloc(sizeof(long) * (size_t)c.parts);
@@ -135,6 +154,7 @@ static Evaluation *load(const char *trace, int *count, long *largest) {
             if (c.sizes[i] > *largest) *largest = c.sizes[i];
         }
         if (c.op == 'w') e->bytes += c.a;
+        if (c.op == 'f') e->blocks++, e->numbers += c.nodes * c.b;
         if ((c.op == 'w' || c.op == 'r') && c.a > *largest) *largest = c.a;
         e->calls[e->count++] = c;
     }
@@ -143,8 +163,26 @@ static Evaluation *load(const char *trace, int *count, long *largest) {
     return evals;
 }
 
+/* A block of the .frd as ccx prints it: its two header lines, the lines that name its
+ * components, a line per node, the end. */
+static void format_block(FILE *out, const float *v, int nodes, long k) {
+    rewind(out);
+    fprintf(out, "%5sPSTEP%25s%12d%12d%12d%10s\n", "    1", "", 1, 1, 1, "");
+    fprintf(out, "%7s%5d%12.5E%12d%22d%5d%11s1\n", "  100CL", 101, 1.0, nodes, 0, 1, "");
+    fprintf(out, "%3s  %-8s%5ld%5d\n", " -4", "BLOCK", k, 1);
+    for (long j = 0; j < k; j++) fprintf(out, "%3s  %-8s%5d%5d%5ld%5d\n", " -5", "C", 1, 4, j, 0);
+    for (int i = 0; i < nodes; i++, v += 1 + k) {
+        fprintf(out, "%3s%10d", " -1", (int)v[0]);
+        for (long j = 1; j <= k; j++) fprintf(out, "%12.5E", v[j]);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "%3s\n", " -3");
+    fflush(out);
+}
+
 /* One evaluation's calls on PATH; the recorded descriptors mapped to the real ones. */
-static void replay(const Evaluation *e, const char *path, char *data, int *fds) {
+static void replay(const Evaluation *e, const char *path, char *data, int *fds,
+                   const float *values, FILE *out) {
     struct iovec iov[MAX_PARTS];
     for (long i = 0; i < e->count; i++) {
         const Call *c = &e->calls[i];
@@ -172,34 +210,48 @@ static void replay(const Evaluation *e, const char *path, char *data, int *fds) 
         case 'c':
             if (close(fds[c->fd]) != 0) die("close", path);
             break;
+        case 'f':
+            format_block(out, values + c->a, c->nodes, c->b);
+            break;
         }
     }
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: fe_replay TRACE PATH REPEATS\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: fe_replay TRACE VALUES PATH REPEATS\n");
         return 1;
     }
-    const char *path = argv[2];
-    int repeats = atoi(argv[3]), count;
+    const char *path = argv[3];
+    int repeats = atoi(argv[4]), count;
     if (repeats < 1) {
         fprintf(stderr, "fe_replay: REPEATS must be at least 1\n");
         return 1;
     }
-    long largest;
-    Evaluation *evals = load(argv[1], &count, &largest);
+    long largest, formatted;
+    Evaluation *evals = load(argv[1], &count, &largest, &formatted);
+    float *values = malloc(sizeof(float) * (size_t)(formatted + 1));
+    FILE *numbers = fopen(argv[2], "rb");
+    if (!values || !numbers) die("read", argv[2]);
+    if (fread(values, sizeof(float), (size_t)formatted, numbers) != (size_t)formatted) {
+        errno = EINVAL;
+        die("fewer numbers than the trace's blocks take in", argv[2]);
+    }
+    fclose(numbers);
+    char *memory = malloc(FORMATTED);
+    FILE *out = memory ? fmemopen(memory, FORMATTED, "w") : NULL;
+    if (!out) die("fmemopen", "");
     char *data = malloc((size_t)largest);
     if (!data) die("malloc", "");
     memset(data, 'x', (size_t)largest);
     int fds[MAX_FD];
     double *times = malloc(sizeof(double) * (size_t)count * (size_t)repeats);
     if (!times) die("malloc", "");
-    for (int e = 0; e < count; e++) replay(&evals[e], path, data, fds); /* warm-up */
+    for (int e = 0; e < count; e++) replay(&evals[e], path, data, fds, values, out); /* warm-up */
     for (int r = 0; r < repeats; r++)
         for (int e = 0; e < count; e++) {
             double start = now();
-            replay(&evals[e], path, data, fds);
+            replay(&evals[e], path, data, fds, values, out);
             times[(size_t)e * repeats + r] = now() - start;
         }
     for (int e = 0; e < count; e++) {
@@ -207,7 +259,8 @@ int main(int argc, char **argv) {
         qsort(mine, (size_t)repeats, sizeof(double), compare);
         double median = repeats % 2 ? mine[repeats / 2]
                                     : 0.5 * (mine[repeats / 2 - 1] + mine[repeats / 2]);
-        printf("%.9f %ld %ld\n", median, evals[e].count, evals[e].bytes);
+        const Evaluation *ev = &evals[e];
+        printf("%.9f %ld %ld %ld\n", median, ev->count - ev->blocks, ev->bytes, ev->numbers);
     }
     return 0;
 }
