@@ -453,6 +453,7 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
         assert metrics[name]["unit"] == "s" and metrics[name]["value"] > 0
     assert metrics["write_phase_bandwidth"]["unit"] == "MB/s"
     assert "time_per_step_nowrite" not in metrics  # every step writes
+    assert "write_cost" not in metrics  # nothing to tell a write from
     assert record["extra"]["launcher"] == "mpiexec" and len(record["extra"]["members"]) == 2
     # everything the run made is inside its own run folder; nothing next to it or in the cwd
     (folder,) = kept
@@ -483,6 +484,15 @@ def test_baseline_has_no_writes_and_runner_cli_records_the_launcher(tmp_path):
     assert metrics["time_per_step_nowrite"]["value"] == metrics["time_per_step"]["value"]
     assert "write_phase_time" not in metrics
     assert list((tmp_path / "tier").iterdir()) == []
+
+
+def test_write_cost_is_the_write_steps_extra_time_with_its_error():
+    steps = np.array([1.0, 3.0, 1.2, 3.2, 0.8, 2.8])
+    found = cfd_writer.write_cost(steps, np.array([False, True] * 3))
+    assert found["write_cost"] == pytest.approx(2.0)
+    assert found["write_cost_se"] == pytest.approx(np.sqrt(2 * 0.04 / 3))
+    lonely = cfd_writer.write_cost(steps[:3], np.array([False, True, False]))
+    assert lonely == {"write_cost": None, "write_cost_se": None}
 
 
 def test_a_launcher_that_fails_is_a_failed_point_not_a_hang(tmp_path):

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import REPO, fixture_text, job_spec
 from tierbench import matrix
@@ -150,6 +151,45 @@ def test_normal_log_gives_every_iteration():
     cpu = [it.cpu for it in iterations]
     assert cpu == sorted(cpu)
     assert openfoam.build_of(fixture_text(LOG)) == "OPENFOAM=1912 patch=200626"
+
+
+def test_log_gives_each_iterations_linear_solves():
+    iterations = openfoam.check_log(fixture_text(LOG), steps=6)
+    assert set(iterations[0].solves) == {"Ux", "Uy", "Uz", "p", "k", "omega"}
+    assert all(n >= 1 for it in iterations for n in it.solves.values())
+    text = fixture_text(LOG)
+    first = text[text.index("Time = 1") : text.index("Time = 2")]
+    p_solves = [int(n) for n in re.findall(r"Solving for p,.*No Iterations (\d+)", first)]
+    assert iterations[0].solves["p"] == sum(p_solves)
+
+
+def fitted_steps(cost: float, noise: float, seed: int = 3, steps: int = 200) -> list:
+    """Step times whose solver work varies with the p solver's iterations, a write every
+    other step costing ``cost``, and white noise: (time, wrote, solves) per step."""
+    rng = np.random.default_rng(seed)
+    found = []
+    for step in range(steps):
+        p_iterations = int(rng.integers(1, 12))
+        wall = 0.05 + 0.01 * p_iterations + (cost if step % 2 else 0.0)
+        found.append((wall + rng.normal(0.0, noise), bool(step % 2), {"p": p_iterations, "k": 1}))
+    return found
+
+
+def test_write_cost_takes_the_solvers_work_out():
+    """A write of 2 ms among steps whose solver work varies by 100 ms: the fit finds it."""
+    cost, error = openfoam.write_cost(fitted_steps(0.002, noise=0.0005))
+    assert cost == pytest.approx(0.002, abs=3 * error) and error < 0.0002
+    plain = fitted_steps(0.002, noise=0.0005)
+    wrote = [t for t, w, _ in plain if w]
+    quiet = [t for t, w, _ in plain if not w]
+    assert abs(np.mean(wrote) - np.mean(quiet) - 0.002) > 10 * error  # the plain difference is off
+    assert openfoam.write_cost(fitted_steps(0.0, noise=0.0005))[0] == pytest.approx(0, abs=5e-4)
+
+
+def test_write_cost_needs_both_kinds_of_steps():
+    every = [(t, True, s) for t, _, s in fitted_steps(0.002, noise=0.0005)]
+    assert openfoam.write_cost(every) is None
+    assert openfoam.write_cost(fitted_steps(0.002, noise=0.0005, steps=3)) is None
 
 
 def test_log_with_fewer_iterations_than_asked_fails():

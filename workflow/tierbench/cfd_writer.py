@@ -250,6 +250,16 @@ def write_collated_step(
     return foam.write_collated(root, tname, index, blocks, fmt, fsync, file_set)
 
 
+def write_cost(step_times: np.ndarray, write_mask: np.ndarray) -> dict:
+    """A write's cost within the run: mean time of the steps that write - of those that do
+    not, with its standard error (the proxy's steps do the same work, writes aside)."""
+    wrote, quiet = step_times[write_mask], step_times[~write_mask]
+    if len(wrote) < 2 or len(quiet) < 2:
+        return {"write_cost": None, "write_cost_se": None}
+    error = np.sqrt(wrote.var(ddof=1) / len(wrote) + quiet.var(ddof=1) / len(quiet))
+    return {"write_cost": float(wrote.mean() - quiet.mean()), "write_cost_se": float(error)}
+
+
 def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time) -> dict:
     total = foam.WriteCount()
     for entry in totals:
@@ -285,6 +295,7 @@ def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time
             float(step_times[~write_mask].mean()) if writes < len(step_times) else None
         ),
         "write_phase_time": float(write_times[write_mask].mean()) if writes else None,
+        **write_cost(step_times, write_mask),
         "loop_time": loop_time,
         "bytes_written": total.bytes,
         "files_created": total.files,

@@ -23,6 +23,7 @@ pairing each point with the baseline of the same tier, ranks and ensemble.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -304,6 +305,10 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
     ]
     if mean("time_per_step_nowrite") is not None:
         found.append(metric("time_per_step_nowrite", mean("time_per_step_nowrite"), "s"))
+    if mean("write_cost") is not None:  # the members' mean, and its standard error
+        error = math.sqrt(sum(r["write_cost_se"] ** 2 for r in results)) / len(results)
+        found.append(metric("write_cost", mean("write_cost"), "s"))
+        found.append(metric("write_cost_se", error, "s"))
     total_bytes = sum(r["bytes_written"] for r in results)
     found += [
         metric("bytes_written", total_bytes, "B"),

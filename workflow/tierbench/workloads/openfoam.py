@@ -33,7 +33,13 @@ solver's output reaches the job through a pipe (v1912 prints ClockTime in
 whole seconds, too coarse for an iteration; it is kept as a check). The log is
 saved as ``member<i>/log.simpleFoam``. The first iteration has no start in the
 log (it includes reading the mesh) and is never measured; neither are the
-first ``warmup_steps``. Files, folders and bytes written are counted in the
+first ``warmup_steps``. The cost of a write within the run, ``write_cost``
+(and its standard error ``write_cost_se``), is the write steps' extra time
+once the solver's own work is taken out: an iteration's time varies by more
+than a write costs, with the iterations its linear solvers took (the log's
+``No Iterations`` per solved field, which fall as the flow settles), so the
+step times are fitted by least squares to a constant, those iteration counts
+and whether the step wrote. Files, folders and bytes written are counted in the
 write trees after the run against a listing taken before the solver started;
 with ``purge_write`` the purged time folders are gone, so totals are the kept
 folders' counts per write times the writes (``job.extra["members"][i]["tree"]``
@@ -60,6 +66,7 @@ for v1912 (``constant/turbulenceProperties``); a release that wants
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -72,6 +79,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, median
 from string import Template
+
+import numpy as np
 
 from ..errors import PointFailed, PointNotApplicable
 from ..foam import block_shape
@@ -107,6 +116,7 @@ STAMP_TOLERANCE_S = 1.5
 ITERATION = re.compile(r"^Time = (\S+)\s*$")
 TIMES = re.compile(r"^ExecutionTime = (\S+) s\s+ClockTime = (\S+) s")
 FATAL = re.compile(r"FOAM FATAL (?:IO )?ERROR")
+SOLVE = re.compile(r"^\w+:\s+Solving for (\w+),.*No Iterations (\d+)")
 EXECUTION_LINE = re.compile(rb"^(?:\[\d+\]\s*)*ExecutionTime = ")
 #: a crash on a floating point exception (not the banner's "trapFpe: ... enabled" line)
 SIGFPE = re.compile(
@@ -272,6 +282,8 @@ class Iteration:
     time: str
     cpu: float
     clock: float
+    #: iterations of each linear solve in the iteration (field -> iterations)
+    solves: dict = field(default_factory=dict)
 
 
 def _strip_ranks(line: str) -> str:
@@ -308,16 +320,22 @@ def build_of(text: str) -> str | None:
 
 def parse_iterations(text: str) -> list[Iteration]:
     """Every complete iteration of a simpleFoam log: its time name and its totals."""
-    found, current = [], None
+    found, current, solves = [], None, {}
     for raw in text.splitlines():
         line = _strip_ranks(raw)
         started = ITERATION.match(line)
         if started:
-            current = started.group(1)
+            current, solves = started.group(1), {}
+            continue
+        solve = SOLVE.match(line)
+        if solve and current is not None:
+            name = solve.group(1)
+            solves[name] = solves.get(name, 0) + int(solve.group(2))
             continue
         totals = TIMES.match(line)
         if totals and current is not None:
-            found.append(Iteration(current, float(totals.group(1)), float(totals.group(2))))
+            cpu, clock = float(totals.group(1)), float(totals.group(2))
+            found.append(Iteration(current, cpu, clock, solves))
             current = None
     return found
 
@@ -399,7 +417,37 @@ def step_statistics(
         stats["time_per_step_write"] = mean(wrote)
     if quiet:
         stats["time_per_step_nowrite"] = mean(quiet)
+    solves = {int(it.time): it.solves for it in iterations}
+    fitted = write_cost(
+        [(wall, step in writing, solves.get(step, {})) for step, wall, _ in measured]
+    )
+    if fitted is not None:
+        stats["write_cost"], stats["write_cost_se"] = fitted
     return stats
+
+
+def write_cost(steps: list[tuple[float, bool, dict]]) -> tuple[float, float] | None:
+    """(cost, standard error) of a write from (step time, wrote, solver iterations) per step.
+
+    Least squares of the step time on a constant, the write flag and the
+    iterations of each solved field (those that vary); None when the steps
+    cannot separate a write from the rest (no step of one kind, too few steps).
+    """
+    fields = sorted({name for _, _, solves in steps for name in solves})
+    columns = [[1.0] * len(steps), [float(wrote) for _, wrote, _ in steps]]
+    for name in fields:
+        column = [float(solves.get(name, 0)) for _, _, solves in steps]
+        if len(set(column)) > 1:
+            columns.append(column)
+    x = np.array(columns).T
+    y = np.array([wall for wall, _, _ in steps])
+    free = len(steps) - x.shape[1]
+    if not 0 < x[:, 1].sum() < len(steps) or free < 2 or np.linalg.matrix_rank(x) < x.shape[1]:
+        return None
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    residual = y - x @ beta
+    variance = float(residual @ residual) / free * np.linalg.inv(x.T @ x)[1, 1]
+    return float(beta[1]), math.sqrt(max(variance, 0.0))
 
 
 # ------------------------------------------------------------------ the environment
@@ -736,6 +784,8 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
 
     def avg(key: str) -> float | None:
         values = [r["steps"][key] for r in results if key in r["steps"]]
+        if key.endswith("_se") and values:  # of the members' mean
+            return math.sqrt(sum(v * v for v in values)) / len(values)
         return sum(values) / len(values) if values else None
 
     found = [
@@ -743,7 +793,7 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
         for name in (
             "time_per_step", "time_per_step_median", "cpu_time_per_step",
             "cpu_time_per_step_median", "run_time", "time_per_step_write",
-            "time_per_step_nowrite",
+            "time_per_step_nowrite", "write_cost", "write_cost_se",
         )
         if avg(name) is not None
     ]  # fmt: skip
