@@ -41,7 +41,10 @@ reason kept in the record and counted in ``failed_evaluations``. The point
 fails (``PointFailed``) when the target run fails or every evaluation does.
 A file-system error (a full tier) propagates; the folder is deleted either way.
 
-Times per evaluation: ``solver_time`` is the wall time of the ``ccx`` process
+Times per evaluation: ``cpu_time`` is the CPU time of the evaluation (this
+worker's and the ``ccx`` process's, from its rusage: on a RAM tier the output
+is all CPU work, and unlike the wall time this leaves out waiting for a core
+on a shared machine); ``solver_time`` is the wall time of the ``ccx`` process
 (start to exit); ``fs_time`` is this workload's own file-system calls around
 it (mkdir, deck write, opening the log, reading ``job.dat`` back, listing the
 folder, deleting it); ``eval_time`` is the whole evaluation. ccx's own writes
@@ -500,7 +503,7 @@ def material_of(parameters: dict) -> fe_model.Material:
 def evaluate(task: dict) -> dict:
     """One CalculiX analysis in ``task['folder']``; returns its record (a failure included)."""
     model, target = _WORKER["model"], _WORKER["target"]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     text = deck(model, material_of(task["parameters"]), task["label"])
     run = run_ccx(task["folder"], text, _WORKER["solver_log"])
     record = {
@@ -520,6 +523,8 @@ def evaluate(task: dict) -> dict:
         record.update(ok=True, misfit=fe_model.misfit(force, target), increments=len(curve.time))
     record.update(
         eval_time=time.perf_counter() - start,
+        # this worker's CPU time and ccx's (its threads included)
+        cpu_time=time.process_time() - cpu + run.solver_user_time + run.solver_sys_time,
         solver_time=run.solver_time,
         solver_user_time=run.solver_user_time,
         solver_sys_time=run.solver_sys_time,

@@ -28,7 +28,9 @@ the solvers do), ``increment`` (fsync every file written in an increment) or
 deleted after the evaluation, also when the solve fails.
 
 Evaluations of one generation run in parallel on ``cores`` worker processes,
-one evaluation per worker at a time. Times per evaluation: ``io_time`` is the
+one evaluation per worker at a time. Times per evaluation: ``cpu_time`` is
+the worker's CPU time (on a RAM tier the output is all CPU work, and unlike
+the wall time it leaves out waiting for a core); ``io_time`` is the
 time in file-system calls (create, open, write, fsync, close, unlink, read of
 the deck, delete); ``compute_time`` is the rest (the solve, and making the
 text it writes: the .frd's results are the solve's own, formatted as ccx
@@ -812,7 +814,7 @@ def evaluate(task: dict) -> dict:
     bar, output, target = _WORKER["bar"], _WORKER["output"], _WORKER["target"]
     label = task["label"]
     material = replace(TRUTH, **task["parameters"])
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     disk = Disk(task["folder"], output.fsync)
     record = {
         "label": label,
@@ -849,6 +851,7 @@ def evaluate(task: dict) -> dict:
             solver.close()  # after an error: nothing may stay open
         disk.remove()
     record["eval_time"] = time.perf_counter() - start
+    record["cpu_time"] = time.process_time() - cpu
     record["io_time"] = disk.seconds
     record["compute_time"] = record["eval_time"] - disk.seconds
     record["bytes"] = disk.bytes
@@ -921,6 +924,7 @@ def run_metrics(outcome: dict) -> list[dict]:
         metric("evaluations", len(evals), "evaluations"),
         metric("failed_evaluations", len(evals) - len(ok), "evaluations"),
         metric("eval_time_median", statistics.median(e["eval_time"] for e in evals), "s"),
+        metric("eval_cpu_time_median", statistics.median(e["cpu_time"] for e in evals), "s"),
     ]
     if ok:
         increments = statistics.median(e["increments"] for e in ok)
