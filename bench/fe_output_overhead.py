@@ -249,14 +249,14 @@ class CallTrace:
         return call
 
 
-_RESULTS, _MESH = frd.Writer.results, frd.Writer.mesh_block
+_NUMBERS, _MESH = frd.Writer.numbers, frd.Writer.mesh_block
 
 
-def _results_traced(writer: frd.Writer, kode, inc) -> bytes:
-    text = _RESULTS(writer, kode, inc)
+def _numbers_traced(writer: frd.Writer, inc) -> np.ndarray:
+    numbers = _NUMBERS(writer, inc)
     for a, b in writer.spans:
-        CallTrace.active.block(writer.table[a:b].reshape(writer.mesh.nodes, -1))
-    return text
+        CallTrace.active.block(numbers[a:b].reshape(writer.mesh.nodes, -1))
+    return numbers
 
 
 def _mesh_traced(writer: frd.Writer, when=None) -> bytes:
@@ -339,7 +339,7 @@ def fe_mode(mode: str):
         fe_proxy.evaluate, fe_proxy.Disk = evaluate_paired, VoidDisk
     elif mode == "traced":
         fe_proxy.evaluate, fe_proxy.Disk = evaluate_traced, VoidDisk
-        frd.Writer.results, frd.Writer.mesh_block = _results_traced, _mesh_traced
+        frd.Writer.numbers, frd.Writer.mesh_block = _numbers_traced, _mesh_traced
     else:
         fe_proxy.evaluate, fe_model.solve = _evaluate_watched, _solve_watched
         if mode == "void":
@@ -348,7 +348,7 @@ def fe_mode(mode: str):
         yield
     finally:
         fe_proxy.Disk, fe_proxy.evaluate, fe_model.solve = disk, evaluate, solve
-        frd.Writer.results, frd.Writer.mesh_block = _RESULTS, _MESH
+        frd.Writer.numbers, frd.Writer.mesh_block = _NUMBERS, _MESH
 
 
 def fe_run(config, mode: str) -> dict:

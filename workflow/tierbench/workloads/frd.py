@@ -134,37 +134,46 @@ class Mesh:
         return [(e + 1, *(4 * e + k for k in ELEMENT_NODES)) for e in range(self.bar.elements)]
 
 
-def _at_nodes(values: np.ndarray) -> np.ndarray:
-    """Element values averaged at the sections (the ends take their element's)."""
-    nodal = np.empty(values.size + 1)
-    nodal[0], nodal[-1] = values[0], values[-1]
-    nodal[1:-1] = 0.5 * (values[:-1] + values[1:])
-    return nodal
+class Sections:
+    """The bar's state at its sections, from its elements' (matrices made once per bar)."""
 
+    def __init__(self, bar: fe_model.Bar):
+        n = bar.elements
+        average, force, jump = np.zeros((n, n + 1)), np.zeros((n, n + 1)), np.zeros((n, n + 1))
+        for e in range(n):
+            average[e, e : e + 2] = 0.5  # a section between two elements: their mean
+            force[e, e : e + 2] = (-0.25, 0.25)  # a quarter of each element's force at a corner
+        average[0, 0] = average[-1, -1] = 1.0  # an end: its element's value
+        for j in range(1, n):
+            jump[j - 1, j], jump[j, j] = 1.0, -1.0
+        if n > 1:  # the ends take the jump next to them
+            jump[:, 0], jump[:, -1] = jump[:, 1], jump[:, -2]
+        self.average, self.force, self.jump = average, force * bar.element_areas[:, None], jump
 
-def section_state(bar: fe_model.Bar, inc: fe_model.Increment) -> np.ndarray:
-    """(sections, 8): displacement, lateral stretch - 1, Cauchy stress, lateral and
-    axial-minus-lateral Lagrange strain, a quarter of the nodal force, equivalent
-    plastic strain and the stress jump (%) at every section of the bar."""
-    forces = bar.element_areas * inc.stress / np.exp(inc.strain)  # what each element carries
-    stretch = np.exp(_at_nodes(inc.strain))
-    plastic = _at_nodes(inc.plastic_strain)
-    lateral = np.exp(-POISSON * (np.log(stretch) - plastic) - 0.5 * plastic)
-    state = np.empty((stretch.size, 8))
-    state[:, 0] = inc.displacement
-    state[:, 1] = lateral - 1.0
-    state[:, 2] = _at_nodes(inc.stress) / (stretch * lateral * lateral)
-    state[:, 3] = 0.5 * (lateral * lateral - 1.0)
-    state[:, 4] = 0.5 * (stretch * stretch - 1.0) - state[:, 3]
-    state[0, 5], state[-1, 5] = -0.25 * forces[0], 0.25 * forces[-1]  # the reactions
-    state[1:-1, 5] = 0.25 * (forces[:-1] - forces[1:])  # what equilibrium left over
-    state[:, 6] = _at_nodes(inc.alpha)
-    state[:, 7] = 0.0
-    if forces.size > 1:
-        jumps = 100.0 * np.abs(np.diff(inc.stress)) / max(float(np.max(np.abs(inc.stress))), 1e-30)
-        state[1:-1, 7] = jumps
-        state[0, 7], state[-1, 7] = jumps[0], jumps[-1]
-    return state
+    def state(self, inc: fe_model.Increment) -> np.ndarray:
+        """(8, sections): displacement, lateral stretch - 1, Cauchy stress, lateral and
+        axial-minus-lateral Lagrange strain, a quarter of the nodal force (the reactions at
+        the ends, what equilibrium left over between), equivalent plastic strain, and the
+        jump of the stress between the elements at the section (%)."""
+        strain, stress = inc.strain, inc.stress
+        elements = np.array((strain, inc.plastic_strain, stress, inc.alpha))
+        log_stretch, plastic, kirchhoff, alpha = elements @ self.average
+        stretch, lateral = np.exp((log_stretch, POISSON * (plastic - log_stretch) - 0.5 * plastic))
+        squared = lateral * lateral
+        across = 0.5 * (squared - 1.0)
+        jumps = np.abs(stress @ self.jump) * (100.0 / max(np.abs(stress).max(), 1e-30))
+        return np.array(
+            (
+                inc.displacement,
+                lateral - 1.0,
+                kirchhoff / (stretch * squared),
+                across,
+                0.5 * (stretch * stretch - 1.0) - across,
+                (stress / np.exp(strain)) @ self.force,  # element forces: A tau / stretch
+                alpha,
+                jumps,
+            )
+        )
 
 
 class Writer:
@@ -173,24 +182,47 @@ class Writer:
     def __init__(self, mesh: Mesh, material: str):
         self.mesh, self.material = mesh, material
         n = mesh.nodes
-        #: the node lines of each block, and where its rows (id, values) lie in the table
-        self.lines = tuple((b" -1%10d" + b"%12.5E" * k + b"\n") * n for k in COMPONENTS)
+        #: where each block's rows (node number, values) lie in the numbers of an increment
         ends = np.cumsum([n * (k + 1) for k in COMPONENTS])
         self.spans = tuple(zip((0, *ends[:-1]), ends, strict=True))
-        self.block_heads = tuple(
-            b" -4  %-8s%5d    1\n" % (name.encode(), len(lines))
-            + b"".join(b" -5  %s\n" % line.encode() for line in lines)
-            for name, lines in BLOCKS
+        #: an increment's text: per block its step line (block counter, increment), the
+        #: 100CL line, the lines naming its components, a line per node, the end
+        self.template = b"".join(
+            b"    1PSTEP%14s%%12d%%12d%12d%10s\n%%s" % (b"", 1, b"")
+            + (b" -4  %-8s%5d    1\n" % (name.encode(), len(lines))).replace(b"%", b"%%")
+            + b"".join(b" -5  %s\n" % line.encode() for line in lines).replace(b"%", b"%%")
+            + (b" -1%10d" + b"%12.5E" * k + b"\n") * n
+            + b" -3\n"
+            for (name, lines), k in zip(BLOCKS, COMPONENTS, strict=True)
         )
-        self.table = np.empty(int(ends[-1]), dtype=np.float32)
-        self.views = [self.table[a:b].reshape(n, -1) for a, b in self.spans]
-        for view in self.views:
-            view[:, 0] = np.arange(1, n + 1)
-        fibres = mesh.fibres
-        #: per node, the factors that turn a section's state into each block's values
-        self.yz = mesh.coordinates[:, 1:]
-        self.fibres, self.force_axes = fibres, fibres[:, [0, 3, 5]]
-        self.identity = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+        self.sections = Sections(mesh.bar)
+        self.terms = self._terms(n, int(ends[-1]))
+
+    def _terms(self, n: int, size: int) -> tuple:
+        """Every number of an increment's blocks as a + b state[i] + c state[j]: the node
+        numbers (a) and the values, a section's state at the node (``Sections.state``)."""
+        sections, corner = np.repeat(np.arange(n // 4), 4), self.mesh.coordinates[:, 1:]
+        fibres = self.mesh.fibres
+        ones, none = np.ones(n), np.zeros(n)
+        per_block = (  # per block, per value: (state row, factor), (state row, factor)
+            [(0, ones, None), (1, corner[:, 0], None), (1, corner[:, 1], None)],
+            [(2, fibres[:, c], None) for c in range(6)],
+            [(4, fibres[:, c], (3, ones if c < 3 else none)) for c in range(6)],
+            [(5, fibres[:, c], None) for c in (0, 3, 5)],
+            [(6, ones, None)],
+            [(7, ones, None)],
+        )
+        constant, first, second = np.zeros(size), np.zeros(size, int), np.zeros(size, int)
+        scale, scale2 = np.zeros(size), np.zeros(size)
+        for (a, _), values in zip(self.spans, per_block, strict=True):
+            k = len(values) + 1
+            constant[a : a + n * k : k] = np.arange(1, n + 1)  # the node numbers
+            for j, (row, factor, extra) in enumerate(values, 1):
+                at = slice(a + j, a + n * k, k)
+                first[at], scale[at] = row * n // 4 + sections, factor
+                if extra is not None:
+                    second[at], scale2[at] = extra[0] * n // 4 + sections, extra[1]
+        return constant, first, scale, second, scale2
 
     @staticmethod
     def head(heading: bytes) -> bytes:
@@ -227,25 +259,20 @@ class Writer:
         lines.append(b" -3\n")
         return b"".join(lines)
 
+    def numbers(self, inc: fe_model.Increment) -> np.ndarray:
+        """The numbers of an increment's six blocks, in order: per node its number and its
+        values, in single precision (as ccx prints them), without negative zeros."""
+        state = self.sections.state(inc).ravel()
+        constant, first, scale, second, scale2 = self.terms
+        table = (constant + state[first] * scale + state[second] * scale2).astype(np.float32)
+        return table + np.float32(0.0)  # -0.0 + 0.0 is 0.0: ccx prints 0.00000E+00
+
     def results(self, kode: int, inc: fe_model.Increment) -> bytes:
         """Output increment number ``kode`` of the file: its six blocks."""
-        state = np.repeat(section_state(self.mesh.bar, inc), 4, axis=0)  # every corner node
-        disp, stress, strain, force, plastic, error = self.views
-        disp[:, 1] = state[:, 0]
-        disp[:, 2:] = self.yz * state[:, 1:2]
-        stress[:, 1:] = state[:, 2:3] * self.fibres
-        strain[:, 1:] = state[:, 4:5] * self.fibres + state[:, 3:4] * self.identity
-        force[:, 1:] = state[:, 5:6] * self.force_axes
-        plastic[:, 1] = state[:, 6]
-        error[:, 1] = state[:, 7]
-        self.table += np.float32(0.0)  # no negative zeros: ccx prints 0.00000E+00
-        values = self.table.tolist()
-        n, when = self.mesh.nodes, time_text(inc.time)
-        step = b"  100CL%5d%s%12d%22d%5d%11s1\n" % (100 + kode, when, n, 0, kode, b"")
-        counter, parts = 6 * (kode - 1), []
-        for k, (lines, head, (a, b)) in enumerate(
-            zip(self.lines, self.block_heads, self.spans, strict=True)
-        ):
-            pstep = b"    1PSTEP%14s%12d%12d%12d%10s\n" % (b"", counter + k + 1, inc.number, 1, b"")
-            parts += (pstep, step, head, lines % tuple(values[a:b]), b" -3\n")
-        return b"".join(parts)
+        values = self.numbers(inc).tolist()
+        when = time_text(inc.time)
+        step = b"  100CL%5d%s%12d%22d%5d%11s1\n" % (100 + kode, when, self.mesh.nodes, 0, kode, b"")
+        for k in range(len(BLOCKS) - 1, -1, -1):  # each block's header numbers before its rows
+            start = self.spans[k][0]
+            values[start:start] = (6 * (kode - 1) + k + 1, inc.number, step)
+        return self.template % tuple(values)
