@@ -1,8 +1,7 @@
 """Item 8: does each proxy pay what its real application pays per write, on /dev/shm?
 
 One row per proxy: the proxy's I/O cost per write over the real
-application's, for the same shape on /dev/shm, each run as a job through
-``python -m tierbench.runner --spec`` (params completed from the schemas).
+application's, for the same shape on /dev/shm.
 
 - CFD: ``cfd_proxy`` vs ``openfoam`` (simpleFoam, kOmegaSST): the same ranks,
   cells per rank and steps, uncollated, binary, purgeWrite 1, a write every
@@ -16,19 +15,25 @@ application's, for the same shape on /dev/shm, each run as a job through
   the openfoam workload). Beside it, without a goal, between runs: (time per
   step writing - time per step of the run without writes) x ``write_interval``:
   on a shared machine the two runs' compute differs by more than a write costs.
+  Each run is a job through ``python -m tierbench.runner --spec`` (params
+  completed from the schemas).
 - FE: ``fe_proxy`` (``output_model: calculix``) vs ``calculix`` (ccx): the same
-  GA, elements and increments, 1 worker. Neither can turn all output off (ccx
-  always writes .dat, .sta, .cvg and the .frd's mesh), so the I/O cost per
-  write = (median evaluation time with field output every increment
-  (``frd_every: 1``; calculix ``frd_fields: full``) - the same with none
-  (``frd_every: 0``)) / the increments an evaluation took: each solver writes
-  an increment's results, and ccx takes more increments than the proxy for
-  the same bar (it cuts back at the load reversal). For both the difference
-  includes computing and formatting the fields they write: what the output
-  request costs the application. The goal is taken on the evaluations' CPU
-  time (the worker's, and ccx's from its rusage): on /dev/shm the output is
-  all CPU work, and a ccx run's wall time varies by more than its output
-  costs on a shared machine; beside it, without a goal, on the wall time.
+  elements and increments, each workload's own ``evaluate`` (as a GA worker
+  runs it) on the same parameter sets, drawn from the GA's bounds. Neither can
+  turn all output off (ccx always writes .dat, .sta, .cvg and the .frd's mesh),
+  so each set is analysed with field output every increment (``frd_every: 1``;
+  calculix ``frd_fields: full``) and with none (``frd_every: 0``), back to back,
+  the order alternating, and the I/O cost per write = median over the sets of
+  (with - without) / the increments the analysis took: each solver writes an
+  increment's results, and ccx takes more increments than the proxy for the
+  same bar (it cuts back, more so where the material is far from the truth).
+  For both the difference includes computing and formatting the fields they
+  write: what the output request costs the application. The goal is taken on
+  CPU time (the evaluating process's, and ccx's from its rusage): on /dev/shm
+  the output is all CPU work, and a ccx run's wall time varies by more than
+  its output costs on a shared machine; beside it, without a goal, on the
+  wall time. Evaluations of separate GA jobs, which the first version of this
+  item compared, differed between jobs by more than the output costs.
 
 Both write buffered, without fsync: the writes land in tmpfs pages. A round
 runs the four jobs of a proxy (proxy with and without output, application
@@ -40,6 +45,7 @@ cost) gives no ratio and is counted in the detail. Goal: 0.9-1.1.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -48,9 +54,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from harness import REPO, TIER, failed_row, log, rotated, row
 from tierbench import intervals
 from tierbench.matrix import complete
+from tierbench.workloads import fe_proxy
 
 SIZES = {
     "full": {
@@ -61,7 +69,7 @@ SIZES = {
             "warmup_steps": 2,
             "write_interval": 2,
         },
-        "fe": {"population": 20, "generations": 2, "elements": 10, "increments": 40},
+        "fe": {"elements": 10, "increments": 40, "evaluations": 60},
         "rounds": 7,
     },
     "tiny": {
@@ -72,7 +80,7 @@ SIZES = {
             "warmup_steps": 2,
             "write_interval": 2,
         },
-        "fe": {"population": 3, "elite": 1, "generations": 1, "elements": 2, "increments": 5},
+        "fe": {"elements": 2, "increments": 5, "evaluations": 2},
         "rounds": 1,
     },
 }
@@ -92,6 +100,7 @@ def cfd_params(workload: str, shape: dict, writing: bool) -> dict:
 
 def fe_params(workload: str, shape: dict, writing: bool) -> dict:
     params = {**shape, "cores": 1, "seed": 1, "frd_every": 1 if writing else 0}
+    del params["evaluations"]
     if workload == "calculix":
         params.update(frd_fields="full", solver_log="file")
     else:
@@ -106,25 +115,81 @@ def cfd_costs(writing: dict, quiet: dict, shape: dict) -> dict:
     return {"within": within, "between": between}
 
 
-def fe_costs(writing: dict, quiet: dict, shape: dict) -> dict:
-    """Per increment: median evaluation CPU time (the goal) and wall time with field output
-    - without, divided by the increments of the evaluations with output."""
-    increments = writing["solver_increments_median"]
+def fe_costs(pairs: list[tuple[dict, dict]]) -> dict:
+    """Per increment, the median over the sets of (with output - without) / increments, on
+    the CPU time (the goal) and the wall time."""
     return {
-        key: (writing[f"eval_{metric}_median"] - quiet[f"eval_{metric}_median"]) / increments
-        for key, metric in (("increment", "cpu_time"), ("wall", "time"))
+        key: statistics.median(
+            (with_[metric] - without[metric]) / with_["increments"] for with_, without in pairs
+        )
+        for key, metric in (("increment", "cpu_time"), ("wall", "eval_time"))
     }
 
 
-#: per proxy: the two workloads, how their params and costs are made, which cost has the goal
-KINDS = {
-    "cfd": {"proxy": "cfd_proxy", "real": "openfoam", "params": cfd_params, "costs": cfd_costs,
-            "goal": "within", "per": {"within": "write", "between": "write"},
-            "side": ("bytes_per_write", "files_per_write", "dirs_per_write")},
-    "fe": {"proxy": "fe_proxy", "real": "calculix", "params": fe_params, "costs": fe_costs,
-           "goal": "increment", "per": {"increment": "increment", "wall": "increment"},
-           "side": ("bytes_per_evaluation", "files_per_evaluation", "solver_increments_median")},
-}  # fmt: skip
+class Evaluator:
+    """A workload's ``evaluate`` with field output and without, as its GA workers run it."""
+
+    def __init__(self, workload: str, shape: dict, root: Path):
+        self.module = importlib.import_module(f"tierbench.workloads.{workload}")
+        self.root, self.states = root, {}
+        for writing in (True, False):
+            config = self.module.settings(fe_params(workload, shape, writing))
+            if workload == "calculix":
+                target = self.module.target_curve(config, root)
+                args = (config.model, target, config.solver_log)
+            else:
+                target = self.module.target_curve(config.bar, config.noise, config.ga.seed)
+                args = (config.bar, config.output, target)
+            self.module.init_worker(*args)
+            self.states[writing] = dict(self.module._WORKER)
+
+    def __call__(self, parameters: dict, writing: bool, label: str) -> dict:
+        worker = self.module._WORKER
+        worker.clear()
+        worker.update(self.states[writing])
+        record = self.module.evaluate(
+            {"folder": str(self.root / label), "label": label, "parameters": parameters}
+        )
+        if not record["ok"]:
+            raise RuntimeError(f"{self.module.__name__} evaluation {label}: {record['error']}")
+        return record
+
+
+def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
+    """Both workloads analyse the same parameter sets with field output and without, back to
+    back, the order alternating: each workload's costs (seconds per increment)."""
+    k = KINDS[kind]
+    rng = np.random.default_rng(1000 + round_)
+    sets = [
+        {name: float(rng.uniform(*bounds)) for name, bounds in fe_proxy.BOUNDS.items()}
+        for _ in range(shape["evaluations"])
+    ]
+    root = scratch / f"fe-r{round_}"
+    root.mkdir()
+    try:
+        evaluators = {w: Evaluator(w, shape, root) for w in (k["proxy"], k["real"])}
+        pairs = {w: [] for w in evaluators}
+        # one workload's pairs, then the other's (which goes first changes every round):
+        # interleaved one by one, a workload's runs right after the other's were slower
+        for workload in rotated(list(evaluators), round_):
+            for i, parameters in enumerate(sets):
+                done = {}
+                for writing in rotated([True, False], i):
+                    label = f"{workload}-{'write' if writing else 'nowrite'}-e{i:03d}"
+                    done[writing] = evaluators[workload](parameters, writing, label)
+                pairs[workload].append((done[True], done[False]))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    cost = {w: fe_costs(found) for w, found in pairs.items()}
+    side = {
+        w: {
+            "bytes_per_evaluation": statistics.median(a["bytes"] for a, _ in found),
+            "files_per_evaluation": statistics.median(a["files"] for a, _ in found),
+            "increments_median": statistics.median(a["increments"] for a, _ in found),
+        }
+        for w, found in pairs.items()
+    }
+    return {"cost": cost, "side": side}
 
 
 def spec(workload: str, params: dict, label: str) -> dict:
@@ -161,7 +226,7 @@ def check_solver(real: str) -> None:
         raise RuntimeError(f"{command} not on PATH ({real} not installed: {install})")
 
 
-def one_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
+def job_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
     """The four jobs of a round in rotated order: each workload's costs (seconds)."""
     k = KINDS[kind]
     jobs = [(w, writing) for w in (k["proxy"], k["real"]) for writing in (True, False)]
@@ -177,12 +242,24 @@ def one_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
     return {"cost": cost, "side": side}
 
 
+#: per proxy: the two workloads, how their params and costs are made, which cost has the goal
+KINDS = {
+    "cfd": {"proxy": "cfd_proxy", "real": "openfoam", "params": cfd_params, "costs": cfd_costs,
+            "round": job_round,
+            "goal": "within", "per": {"within": "write", "between": "write"},
+            "side": ("bytes_per_write", "files_per_write", "dirs_per_write")},
+    "fe": {"proxy": "fe_proxy", "real": "calculix", "params": fe_params, "round": fe_round,
+           "goal": "increment", "per": {"increment": "increment", "wall": "increment"},
+           "side": ("bytes_per_evaluation", "files_per_evaluation", "increments_median")},
+}  # fmt: skip
+
+
 def fidelity(scratch: Path, kind: str, shape: dict, rounds: int) -> dict:
     """A warm-up round, then ``rounds`` counted ones: per estimate, per-round costs and ratios."""
     k = KINDS[kind]
     check_solver(k["real"])
-    one_round(scratch, kind, shape, 0)  # warm-up: first runs of both, not counted
-    counted = [one_round(scratch, kind, shape, r) for r in range(1, rounds + 1)]
+    k["round"](scratch, kind, shape, 0)  # warm-up: first runs of both, not counted
+    counted = [k["round"](scratch, kind, shape, r) for r in range(1, rounds + 1)]
     estimates = {}
     for name in counted[0]["cost"][k["proxy"]]:
         proxy = [c["cost"][k["proxy"]][name] for c in counted]
