@@ -15,7 +15,11 @@ formats the same numbers as ccx does (C stdio, ``%12.5E`` per value), each
 evaluation's output recorded once from a traced run of the same optimisation
 (so it follows the proxy when the pattern changes), in the same rounds as
 the rest. Goal: void / (off + C replay) at most 1.05, median over the
-evaluations. Beside it, for the reader: void / off (which
+evaluations. Beside it, CalculiX itself in the proxy's place: ccx's own output
+cost per increment, measured in the same rounds (each of a few parameter sets
+analysed with field output and without, back to back, on /dev/shm, CPU time),
+times each evaluation's increments, against the same reference: what the
+application scores on this item. Beside it, for the reader: void / off (which
 includes the application's own calls), whole optimisation runs of each mode
 (seconds apart, so the machine's drift is in them), the compute share of an
 evaluation as fe_proxy reports it and as the solve's own compute, and what
@@ -27,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import time
@@ -35,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import proxy_fidelity
 from harness import REPO, TIER, log, rotated, row
 from tierbench.rundir import RunFolder
 from tierbench.workloads import fe_model, fe_proxy, frd
@@ -42,11 +48,12 @@ from tierbench.workloads import fe_model, fe_proxy, frd
 SIZES = {
     # the fe_tmpfs study's optimisation: population 30, 2 generations; the C replay
     # runs every evaluation's calls `repeats` times a round (the median counts)
-    "full": {"fe": {"cores": 1}, "rounds": 15, "repeats": 5},
+    "full": {"fe": {"cores": 1}, "rounds": 15, "repeats": 5, "ccx_sets": 10},
     "tiny": {
         "fe": {"cores": 1, "population": 4, "generations": 1, "elements": 3, "increments": 10},
         "rounds": 2,
         "repeats": 3,
+        "ccx_sets": 1,
     },
 }
 
@@ -136,14 +143,18 @@ def evaluate_paired(task: dict) -> dict:
     apart, do not. Returns the void run's record with both wall times.
     """
     order = ("off", "void") if int(task["label"][-3:]) % 2 else ("void", "off")
-    records, walls = {}, {}
+    records, walls, cpus = {}, {}, {}
     for mode in order:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         records[mode] = evaluate_output_off(task) if mode == "off" else _EVALUATE(task)
         walls[mode] = time.perf_counter() - start
+        cpus[mode] = time.process_time() - cpu
     if records["off"]["misfit"] != records["void"]["misfit"]:
         raise RuntimeError(f"{task['label']}: output off and void solved differently")
-    return {**records["void"], "off_wall": walls["off"], "void_wall": walls["void"]}
+    return {
+        **records["void"], "off_wall": walls["off"], "void_wall": walls["void"],
+        "off_cpu": cpus["off"], "void_cpu": cpus["void"],
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------- the calls, traced for C
@@ -370,11 +381,32 @@ def fe_run(config, mode: str) -> dict:
         "eval_time": statistics.median(e["eval_time"] for e in evaluations),
         "bytes": statistics.median(e["bytes"] for e in evaluations),
         "pairs": [(e["off_wall"], e["void_wall"]) for e in paired],
+        "cpu_pairs": [(e["off_cpu"], e["void_cpu"]) for e in paired],
+        "increments": [e.get("increments", 0) for e in paired],
         "made": [{"calls": sum(e["calls"].values()), "bytes": e["bytes"]} for e in paired],
     }
 
 
-FE_MODES = ("off", "void", "shm", "paired", "replay")
+FE_MODES = ("off", "void", "shm", "paired", "replay", "ccx")
+
+
+def ccx_costs(shape: dict, sets: int, round_: int, scratch: Path) -> list[float]:
+    """ccx's own output cost per increment (CPU seconds), each of ``sets`` parameter sets
+    analysed with field output and without, back to back (bench item 8's way)."""
+    rng = np.random.default_rng(2000 + round_)
+    root = scratch / f"ccx-r{round_}"
+    root.mkdir()
+    try:
+        evaluate = proxy_fidelity.Evaluator("calculix", {**shape, "evaluations": sets}, root)
+        costs = []
+        for i in range(sets):
+            parameters = {n: float(rng.uniform(*b)) for n, b in fe_proxy.BOUNDS.items()}
+            done = {w: evaluate(parameters, w, f"e{i:03d}-{w}") for w in rotated([True, False], i)}
+            with_, without = done[True], done[False]
+            costs.append((with_["cpu_time"] - without["cpu_time"]) / with_["increments"])
+        return costs
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
@@ -383,19 +415,24 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
     trace = scratch / "calls.trace"
     made = record_trace(config, trace)
     replay = (compile_replay(scratch), trace, size["repeats"])
-    runs = run_rounds(config, size["rounds"], replay)
+    ccx = ({"elements": config.bar.elements, "increments": config.bar.increments},
+           size["ccx_sets"], scratch)  # fmt: skip
+    runs = run_rounds(config, size["rounds"], replay, ccx)
     for r in runs["paired"] + runs["replay"]:
         if r["made"] != made:
             raise RuntimeError("the C replay and the proxy's evaluations made different calls")
     return overhead_rows(config, runs, goal)
 
 
-def run_rounds(config, rounds: int, replay: tuple) -> dict[str, list[dict]]:
+def run_rounds(config, rounds: int, replay: tuple, ccx: tuple) -> dict[str, list[dict]]:
     """Every mode once a round, in a different order each round; the runs per mode."""
     runs = {fe: [] for fe in FE_MODES}
     for round_ in range(rounds):
         for fe in rotated(FE_MODES, round_):
-            if fe == "replay":
+            if fe == "ccx":
+                shape, sets, scratch = ccx
+                runs[fe].append({"costs": ccx_costs(shape, sets, round_, scratch)})
+            elif fe == "replay":
                 done = c_replay(*replay)
                 runs[fe].append(
                     {
@@ -406,7 +443,7 @@ def run_rounds(config, rounds: int, replay: tuple) -> dict[str, list[dict]]:
                 )
             else:
                 runs[fe].append(fe_run(config, fe))
-        misfits = {fe: runs[fe][-1]["misfit"] for fe in runs if fe != "replay"}
+        misfits = {fe: runs[fe][-1]["misfit"] for fe in runs if fe not in ("replay", "ccx")}
         if len(set(misfits.values())) != 1:
             raise RuntimeError(f"the runs found different optima: {misfits}")
         log(
@@ -447,6 +484,42 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
         f"{statistics.median(numbers):.0f} numbers per evaluation (medians), "
         f"made from C in {statistics.median(calls_s) * 1e3:.2f} ms (median)"
     )
+    # CalculiX in the proxy's place: its own output cost per increment, for as many increments
+    ccx = statistics.median(c for r in runs["ccx"] for c in r["costs"])
+    increments = [n for r in runs["paired"] for n in r["increments"]]
+    in_place = [off + ccx * n for (off, _), n in zip(pairs, increments, strict=True)]
+    own = [(void - off) / n for r in runs["paired"]
+           for (off, void), n in zip(r["cpu_pairs"], r["increments"], strict=True)]  # fmt: skip
+    measured = ccx > 0  # at toy sizes ccx's output can cost less than its runs vary
+    application_rows = [
+        row(
+            3,
+            "fe_application_over_c",
+            "CalculiX in the proxy's place: (output off + ccx's own output cost for the same "
+            "increments) / (output off + the same output made from C), per evaluation",
+            "ratio",
+            [a / (off + t) for a, (off, _), t in zip(in_place, pairs, calls_s, strict=True)]
+            if measured
+            else [],
+            None,
+            f"what the application itself scores on this item: ccx's output costs "
+            f"{ccx * 1e3:.3f} ms per increment (median of "
+            f"{sum(len(r['costs']) for r in runs['ccx'])} parameter sets analysed with field "
+            "output and without, back to back, on /dev/shm, CPU time), the same output made "
+            f"from C {statistics.median(calls_s) / statistics.median(increments) * 1e3:.3f} ms",
+            ccx_cost_per_increment_s=[c for r in runs["ccx"] for c in r["costs"]],
+        ),
+        row(
+            3,
+            "fe_proxy_over_application",
+            "FE proxy output cost per increment (void - off, CPU time) / ccx's own",
+            "ratio",
+            [cost / ccx for cost in own] if measured else [],
+            None,
+            f"proxy {statistics.median(own) * 1e3:.3f} ms on /dev/null, ccx "
+            f"{ccx * 1e3:.3f} ms on /dev/shm per increment (medians)",
+        ),
+    ]
     return [
         row(
             3,
@@ -464,6 +537,7 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
             void_s=[p[1] for p in pairs],
             c_calls_s=calls_s,
         ),
+        *application_rows,
         row(
             3,
             "fe_void_over_off",

@@ -5,18 +5,18 @@ application's, for the same shape on /dev/shm.
 
 - CFD: ``cfd_proxy`` vs ``openfoam`` (simpleFoam, kOmegaSST): the same ranks,
   cells per rank and steps, uncollated, binary, purgeWrite 1, a write every
-  ``write_interval`` (2) steps and a run with ``write_interval: none``. I/O
-  cost per write, within one run, each workload's ``write_cost``: the steps
+  ``write_interval`` (2) steps. I/O cost per write, within one run, each
+  workload's ``write_cost``: the steps
   alternate, so the machine's drift over seconds falls on both kinds; the
   proxy's steps do the same work but for the write (mean of the steps that
   write - of those that do not), simpleFoam's do not (its linear solvers take
   more or fewer iterations from step to step, which moves a step by more than
   a write costs), so its cost is fitted with those iterations taken out (see
-  the openfoam workload). Beside it, without a goal, between runs: (time per
-  step writing - time per step of the run without writes) x ``write_interval``:
-  on a shared machine the two runs' compute differs by more than a write costs.
-  Each run is a job through ``python -m tierbench.runner --spec`` (params
-  completed from the schemas).
+  the openfoam workload). A round runs a job of each through ``python -m
+  tierbench.runner --spec`` (params completed from the schemas), the order
+  alternating. (Taking the cost between a run with writes and one without,
+  as an earlier version also did, gave per-round costs from -28 to 9 ms: two
+  runs' compute differs by more than a write costs on a shared machine.)
 - FE: ``fe_proxy`` (``output_model: calculix``) vs ``calculix`` (ccx): the same
   elements and increments, each workload's own ``evaluate`` (as a GA worker
   runs it) on the same parameter sets, drawn from the GA's bounds. Neither can
@@ -65,7 +65,7 @@ SIZES = {
         "cfd": {
             "ranks": 2,
             "cells_per_rank": 100_000,
-            "steps": 100,
+            "steps": 200,
             "warmup_steps": 2,
             "write_interval": 2,
         },
@@ -90,10 +90,10 @@ SOLVERS = {"openfoam": ("simpleFoam", "apt-get install openfoam"),
            "calculix": ("ccx", "apt-get install calculix-ccx")}  # fmt: skip
 
 
-def cfd_params(workload: str, shape: dict, writing: bool) -> dict:
+def cfd_params(workload: str, shape: dict) -> dict:
     params = {
-        **shape, "ensemble": 1, "write_interval": shape["write_interval"] if writing else "none",
-        "file_handler": "uncollated", "write_format": "binary", "purge_write": 1,
+        **shape, "ensemble": 1, "file_handler": "uncollated", "write_format": "binary",
+        "purge_write": 1,
     }  # fmt: skip
     return complete(workload, params)
 
@@ -108,11 +108,9 @@ def fe_params(workload: str, shape: dict, writing: bool) -> dict:
     return complete(workload, params)
 
 
-def cfd_costs(writing: dict, quiet: dict, shape: dict) -> dict:
-    """Per write: within the writing run (write steps - other steps), and between the runs."""
-    within = writing["write_cost"]
-    between = (writing["time_per_step"] - quiet["time_per_step"]) * shape["write_interval"]
-    return {"within": within, "between": between}
+def cfd_costs(found: dict) -> dict:
+    """Per write, within the run: the workload's ``write_cost``."""
+    return {"within": found["write_cost"]}
 
 
 def fe_costs(pairs: list[tuple[dict, dict]]) -> dict:
@@ -227,18 +225,14 @@ def check_solver(real: str) -> None:
 
 
 def job_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
-    """The four jobs of a round in rotated order: each workload's costs (seconds)."""
+    """A writing job of each workload, in rotated order: each workload's costs (seconds)."""
     k = KINDS[kind]
-    jobs = [(w, writing) for w in (k["proxy"], k["real"]) for writing in (True, False)]
     found = {}
-    for workload, writing in rotated(jobs, round_):
-        label = f"{workload}-{'write' if writing else 'nowrite'}-r{round_}"
-        found[(workload, writing)] = run_job(
-            scratch, spec(workload, k["params"](workload, shape, writing), label)
-        )
-    workloads = (k["proxy"], k["real"])
-    cost = {w: k["costs"](found[(w, True)], found[(w, False)], shape) for w in workloads}
-    side = {w: {name: found[(w, True)].get(name) for name in k["side"]} for w in workloads}
+    for workload in rotated([k["proxy"], k["real"]], round_):
+        label = f"{workload}-r{round_}"
+        found[workload] = run_job(scratch, spec(workload, k["params"](workload, shape), label))
+    cost = {w: k["costs"](metrics) for w, metrics in found.items()}
+    side = {w: {name: metrics.get(name) for name in k["side"]} for w, metrics in found.items()}
     return {"cost": cost, "side": side}
 
 
@@ -246,7 +240,7 @@ def job_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
 KINDS = {
     "cfd": {"proxy": "cfd_proxy", "real": "openfoam", "params": cfd_params, "costs": cfd_costs,
             "round": job_round,
-            "goal": "within", "per": {"within": "write", "between": "write"},
+            "goal": "within", "per": {"within": "write"},
             "side": ("bytes_per_write", "files_per_write", "dirs_per_write")},
     "fe": {"proxy": "fe_proxy", "real": "calculix", "params": fe_params, "round": fe_round,
            "goal": "increment", "per": {"increment": "increment", "wall": "increment"},
@@ -318,8 +312,6 @@ def interval(outcome: dict) -> intervals.Interval:
 MEASURES = {
     ("cfd", "within"): "cfd_proxy / openfoam I/O cost per write (steps that write - steps that "
     "do not, within a run), /dev/shm",
-    ("cfd", "between"): "cfd_proxy / openfoam I/O cost per write (time per step writing - "
-    "time per step of a run without writes), /dev/shm",
     ("fe", "increment"): "fe_proxy / calculix I/O cost per increment (evaluation CPU time "
     "with field output every increment - without, / increments), /dev/shm",
     ("fe", "wall"): "fe_proxy / calculix I/O cost per increment (evaluation wall time with "
