@@ -160,7 +160,9 @@ def evaluate_paired(task: dict) -> dict:
 # ---------------------------------------------------------------- the calls, traced for C
 
 #: the file calls fe_proxy makes through ``os``, wrapped while an evaluation is traced
-TRACED = ("open", "write", "writev", "read", "lseek", "fsync", "close", "unlink", "mkdir")
+TRACED = (
+    "open", "write", "writev", "read", "lseek", "fstat", "fsync", "close", "unlink", "mkdir",
+)  # fmt: skip
 
 
 class CallTrace:
@@ -191,7 +193,8 @@ class CallTrace:
         wrappers = {
             "open": self._open, "write": self._sized("w", "write"),
             "read": self._sized("r", "read"), "writev": self._writev, "lseek": self._lseek,
-            "fsync": self._plain("s", "fsync"), "close": self._close,
+            "fsync": self._plain("s", "fsync"), "fstat": self._plain("t", "fstat"),
+            "close": self._close,
             "unlink": self._refused("unlink"), "mkdir": self._refused("mkdir"),
         }  # fmt: skip
         for name, wrapper in wrappers.items():

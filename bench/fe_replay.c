@@ -19,6 +19,7 @@
  *     r FD SIZE              read
  *     l FD OFFSET WHENCE     lseek
  *     s FD                   fsync
+ *     t FD                   fstat
  *     c FD                   close
  *     f NODES K              format a block of NODES nodes of K values each:
  *                            the next NODES x (1 + K) numbers of VALUES
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,7 +96,7 @@ static int expected(char op, const long *n, int k) {
     switch (op) {
     case 'o': case 'w': case 'r': return 2;
     case 'l': return 3;
-    case 's': case 'c': return 1;
+    case 's': case 't': case 'c': return 1;
     case 'f': return 2;
     case 'v': return k >= 2 && n[1] >= 1 && n[1] <= MAX_PARTS ? 2 + (int)n[1] : -1;
     default: return -1;
@@ -184,6 +186,7 @@ static void format_block(FILE *out, const float *v, int nodes, long k) {
 static void replay(const Evaluation *e, const char *path, char *data, int *fds,
                    const float *values, FILE *out) {
     struct iovec iov[MAX_PARTS];
+    struct stat status;
     for (long i = 0; i < e->count; i++) {
         const Call *c = &e->calls[i];
         switch (c->op) {
@@ -206,6 +209,9 @@ static void replay(const Evaluation *e, const char *path, char *data, int *fds,
             break;
         case 's':
             fsync(fds[c->fd]); /* /dev/null refuses fsync; the call is what is replayed */
+            break;
+        case 't':
+            if (fstat(fds[c->fd], &status) != 0) die("fstat", path);
             break;
         case 'c':
             if (close(fds[c->fd]) != 0) die("close", path);

@@ -268,6 +268,9 @@ def test_calculix_output_makes_cxx_calls_and_sizes(tmp_path, kept, syscalls):
     # deck, .nam, .dat, .frd, .sta, .cvg, the log
     assert on_tier == 1 + 1 + 50 + 102 + 50 + iterations + (iterations + 4)
     assert record["calls"]["write"] == on_tier and record["bytes"] == sum(sizes.values()) + 31
+    # glibc stats a stdio FILE before its first write: the log, .nam, .dat, .sta, .cvg once,
+    # .frd at each reopening that writes (strace of ccx: newfstatat(fd, "", AT_EMPTY_PATH))
+    assert record["calls"]["fstat"] == 5 + len(frd)
 
 
 @pytest.mark.parametrize("elements", [1, 3, 10])

@@ -253,6 +253,31 @@ def test_fe_io_cost_is_judged_per_increment(proxy_cost, decision):
     assert cost["decision"] == decision
 
 
+def test_fe_calls_are_what_the_output_adds_per_increment():
+    """ccx opens its libraries at every evaluation, the proxy's workers once: the traced
+    baseline (no field output) is subtracted and the rest divided by the increments."""
+
+    def traced(workload, startup, per_increment, increments):
+        found = fe_rows(workload, f"{workload}_traced", 8, 0.0, {"frd_every": 0}, increments)
+        for r in found:
+            writing = r["point"] == "out=True"
+            if r["metric"] == "files_written":  # one row per repetition: add the calls there
+                opens = startup + (per_increment * increments if writing else 0)
+                found.append({**r, "metric": "syscalls_open", "value": opens * 8})
+        return found
+
+    frame = pd.DataFrame(
+        fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0}, increments=46)
+        + fe_rows("fe_proxy", "proxy", 8, 0.05 * 40 / 46, {"frd_every": 0}, increments=40)
+        + traced("calculix", startup=400, per_increment=2, increments=46)
+        + traced("fe_proxy", startup=10, per_increment=2, increments=40)
+    )
+    (entry,) = fidelity.fidelity(frame)["proxies"]
+    (opens,) = [r for r in entry["rows"] if r["quantity"] == "open/create calls per increment"]
+    assert (opens["proxy"], opens["real"]) == (2.0, 2.0)
+    assert "baseline subtracted" in entry["syscalls"]
+
+
 def test_fe_io_cost_without_increments_is_undecided():
     frame = pd.DataFrame(
         fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0})

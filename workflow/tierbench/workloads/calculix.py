@@ -572,6 +572,8 @@ def summary_metrics(outcome: dict) -> list[dict]:
     eval_sum = sum(e["eval_time"] for e in evals)
     metrics = [
         *fe_proxy.run_metrics(outcome),
+        # the target curve's run too: a traced job's calls are those of every ccx run
+        metric("solver_runs", len(evals) + 1, "runs"),
         metric("eval_time_max", max(e["eval_time"] for e in evals), "s"),
         metric("eval_solver_time_median", median("solver_time"), "s"),
         metric("eval_solver_sys_time_median", median("solver_sys_time"), "s"),

@@ -88,7 +88,9 @@ JOB = "job"
 # two *NODE PRINT tables into .dat (one write of 229 bytes) and reopens .frd in
 # append mode for its results, written through a 4096-byte stdio buffer. At
 # the end .dat, .sta and .cvg are closed and .frd is reopened once more for its
-# last line. ccx's standard output goes to job.log in the folder (the
+# last line. Before the first write through a stdio FILE, glibc stats it (fstat,
+# for its buffer size): once for each file kept open and the log, at every
+# reopening of .frd that writes. ccx's standard output goes to job.log in the folder (the
 # ``calculix`` workload's ``solver_log: file``, as a batch script redirects
 # it): created before ccx starts, its banner, then one write each time ccx
 # starts the equation solver (once per iteration: the increment's heading with
@@ -143,7 +145,7 @@ EXTRA_SUFFIXES = (".com", ".dat", ".prt", ".mdl", ".stt")
 #: the abaqus model's field-output frame: tag, increment number, time, force, 8 bytes reserved
 FRAME_HEADER = struct.Struct("<4sIdd8x")
 #: the file calls an evaluation counts
-CALLS = ("open", "read", "write", "lseek", "fsync", "close", "unlink")
+CALLS = ("open", "read", "write", "lseek", "fstat", "fsync", "close", "unlink")
 RDWR_CREATE = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
@@ -505,8 +507,8 @@ class CalculixOutput:
         self.first = True
         self.mesh_written = False
         self.outputs = 0  # .frd output increments so far (ccx's kode)
-        # per increment: spooles.out and .frd reopens, writes, bytes, fsyncs
-        self.reopened = self.writes = self.written = self.synced = 0
+        # per increment: spooles.out and .frd reopens, fstats, writes, bytes, fsyncs
+        self.reopened = self.stats = self.writes = self.written = self.synced = 0
 
     def start(self, deck: str) -> bytes:
         """ccx's start: its log created, old files cleared, the kept ones opened, ``deck`` read."""
@@ -528,8 +530,9 @@ class CalculixOutput:
                     fds.append(os.open(path[suffix], RDWR_CREATE, 0o666))
         finally:
             self.fds = tuple(fds)
+        os.fstat(self.log)  # stdio's, before its first write
         _write(self.log, layout.log_banner)
-        disk.account(time.perf_counter() - start, LOG_BANNER, open=10, write=1, close=6)
+        disk.account(time.perf_counter() - start, LOG_BANNER, open=10, fstat=1, write=1, close=6)
         disk.created(*(name[s] for s in CALCULIX_KEPT))
         text = disk.read(deck)
         start = time.perf_counter()
@@ -537,11 +540,12 @@ class CalculixOutput:
         fd = os.open(path[".nam"], RDWR_CREATE, 0o666)
         try:
             disk.unlink(name[".nam"])
+            os.fstat(fd)
             _write(fd, self.layout.nam)
         finally:
             os.close(fd)
         self._append_frd(layout.frd_writer.head(text.split(b"\n", 2)[1].strip()), sync=False)
-        disk.account(time.perf_counter() - start, NAM_BYTES, open=2, write=1, close=2)
+        disk.account(time.perf_counter() - start, NAM_BYTES, open=2, fstat=1, write=1, close=2)
         disk.created(name[".12d"], name[".frd"], disk.path("spooles.out"))
         return text
 
@@ -552,6 +556,8 @@ class CalculixOutput:
         fd = os.open(self.frd, APPEND, 0o666)
         try:
             os.lseek(fd, 0, os.SEEK_END)
+            if chunks:
+                os.fstat(fd)  # stdio's, before its first write
             for chunk in chunks:
                 _write(fd, chunk)
             if sync:
@@ -562,6 +568,7 @@ class CalculixOutput:
         finally:
             os.close(fd)
         self.reopened += 1
+        self.stats += bool(chunks)
         self.writes += len(chunks)
         self.written += len(text)
         self.synced += sync
@@ -581,7 +588,8 @@ class CalculixOutput:
         # ccx's stdout, flushed at each solver call: the increment's heading with the first
         log = [layout.log_iteration] * n
         log[0] = layout.log_increment
-        if self.first:
+        first = self.first
+        if first:
             cvg[0], sta, self.first = CVG_HEAD + cvg[0], STA_HEAD + sta, False
             log[0] = layout.log_first
         every = self.every  # .frd: reopened at the increments with output (see CALCULIX OUTPUT)
@@ -597,6 +605,10 @@ class CalculixOutput:
         log_fd, spooles = self.log, self.spooles
         write, open_, lseek, close = os.write, os.open, os.lseek, os.close
         start = time.perf_counter()
+        if first:  # the kept files' first writes through their stdio FILEs
+            for fd in (cvg_fd, sta_fd, dat_fd):
+                os.fstat(fd)
+            self.stats += 3
         for line, text in zip(cvg, log, strict=True):
             fd = open_(spooles, APPEND, 0o666)  # ccx's fopen "a" of spooles.out, nothing written
             lseek(fd, 0, os.SEEK_END)
@@ -626,9 +638,10 @@ class CalculixOutput:
         """The increments' calls and bytes, added to the Disk's counts (once)."""
         r = self.reopened
         self.disk.account(
-            0.0, self.written, open=r, lseek=r, close=r, write=self.writes, fsync=self.synced
-        )
-        self.reopened = self.writes = self.written = self.synced = 0
+            0.0, self.written, open=r, lseek=r, close=r, fstat=self.stats, write=self.writes,
+            fsync=self.synced,
+        )  # fmt: skip
+        self.reopened = self.stats = self.writes = self.written = self.synced = 0
 
     def finish(self, message: str) -> None:
         """ccx's end: .dat, .sta, .cvg closed (fsync'd with ``end``), the .frd's last line, the
