@@ -358,7 +358,8 @@ def bench_threads(workload):
 
     @per_job
     def threads(wildcards):
-        local = executor_name() in (None, "local", "dryrun")  # a dry run shows a local run
+        # a dry run shows a local run
+        local = executor_name() in (None, "local", "dryrun")
         cores = workflow._cores if local else None
         return max(own(wildcards), cores or 0)
 
