@@ -307,6 +307,27 @@ def test_the_real_solver_on_a_tier(ccx, tmp_path, tier):
     assert set(path.iterdir()) == before  # the run folder and every evaluation's are gone
 
 
+def test_paired_baseline_analyses_each_evaluation_again_without_field_output(ccx, tmp_path):
+    """The baseline's deck asks for no .frd results; both leave nothing behind."""
+    config = calculix.settings({**TINY, "elements": 2, "increments": 6, "paired_baseline": True})
+    target = calculix.target_curve(config, tmp_path)
+    calculix.init_worker(config.model, target, "pipe", paired=True)
+    truth = {n: getattr(calculix.TRUTH, n) for n in calculix.BOUNDS}
+    record = calculix.evaluate({"folder": str(tmp_path / "e"), "label": "g01-e001",
+                                "parameters": truth})  # fmt: skip
+    baseline = record["baseline"]
+    assert record["ok"] and baseline["increments"] == record["increments"]
+    assert baseline["cpu_time"] > 0 and baseline["eval_time"] > 0
+    quiet = calculix.analyse({"folder": str(tmp_path / "q"), "label": "q", "parameters": truth},
+                             calculix.replace(config.model, frd_every=0))  # fmt: skip
+    assert quiet["file_sizes"]["job.frd"] < record["file_sizes"]["job.frd"] / 5  # the mesh only
+    assert list(tmp_path.iterdir()) == []
+    metrics = {m["metric"]: m["value"] for m in calculix.fe_proxy.run_metrics(
+        {"evaluations": [record], "wall_time": 1.0})}  # fmt: skip
+    expected = (record["cpu_time"] - baseline["cpu_time"]) / record["increments"]
+    assert metrics["output_cost_per_increment"] == pytest.approx(expected)
+
+
 def test_a_failing_target_fails_the_point(ccx, tmp_path, monkeypatch):
     monkeypatch.setattr(calculix, "deck", lambda *args: "*HEADING\nnothing\n*STEP\n*STATIC\n")
     record = run_job(job_spec("calculix", tmp_path, TINY), calculix.run)

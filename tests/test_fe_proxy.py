@@ -541,6 +541,36 @@ def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["users-file.txt"]
 
 
+def test_paired_baseline_gives_the_outputs_cost_per_increment(tmp_path, monkeypatch):
+    """Each evaluation and the same analysis without field output, back to back, the order
+    alternating: the output's cost from the same job, and nothing left behind."""
+    tier, order = tmp_path / "tier", tmp_path / "order.txt"
+    tier.mkdir()
+    analyse = fe_proxy.analyse
+
+    def noted(task, output, text):  # runs in the pool's worker: noted in a file
+        with open(order, "a") as handle:
+            handle.write(f"{output.frd_every}")
+        return analyse(task, output, text)
+
+    monkeypatch.setattr(fe_proxy, "analyse", noted)
+    record = run_job(spec(tier, paired_baseline=True), fe_proxy.run)
+    metrics = {m["metric"]: m for m in record["metrics"]}
+    assert order.read_text() == "1001" * 4  # e001 before its baseline, e002 after it, ...
+    evaluations = record["extra"]["evaluations"]
+    assert all(e["baseline"]["increments"] == e["increments"] for e in evaluations)
+    cost = metrics["output_cost_per_increment"]
+    expected = np.median(
+        [(e["cpu_time"] - e["baseline"]["cpu_time"]) / e["increments"] for e in evaluations]
+    )
+    assert cost["unit"] == "s" and cost["value"] == pytest.approx(expected, rel=1e-6)
+    assert "output_cost_per_increment_wall" in metrics
+    assert metrics["evaluations"]["value"] == 8 and metrics["files_per_evaluation"]["value"] == 8
+    assert list(tier.iterdir()) == []
+    plain = run_job(spec(tier), fe_proxy.run)
+    assert "output_cost_per_increment" not in {m["metric"] for m in plain["metrics"]}
+
+
 def test_more_workers_than_cpus_is_skipped_unless_asked(tmp_path):
     cpus = fe_proxy.available_cpus()
     record = run_job(spec(tmp_path, cores=cpus + 1), fe_proxy.run)
@@ -583,6 +613,7 @@ def test_planned_bytes_and_threads():
         ({"elite": 4}, "elite must be smaller than population"),
         ({"increment_bytes": "32KiB"}, "increment_bytes applies to output_model abaqus only"),
         ({"files": 6, "restart_interval": 0}, "files applies to output_model abaqus only"),
+        ({**ABAQUS, "paired_baseline": True}, "paired_baseline applies to output_model calculix"),
     ],
 )
 def test_bad_parameters_stop_the_expansion_naming_the_key(bad, message):

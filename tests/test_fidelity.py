@@ -278,6 +278,25 @@ def test_fe_calls_are_what_the_output_adds_per_increment():
     assert "baseline subtracted" in entry["syscalls"]
 
 
+@pytest.mark.parametrize(("proxy_cost", "decision"), [(0.000210, "agrees"), (0.000105, "differs")])
+def test_a_cost_measured_within_each_job_is_preferred(proxy_cost, decision):
+    """paired_baseline: each evaluation against itself without field output, in the same
+    job; no baseline point is needed, and the between-points difference is not used."""
+    rows = []
+    for workload, cost, noise in (("calculix", 0.000200, 1e-6), ("fe_proxy", proxy_cost, 1e-6)):
+        found = fe_rows(workload, workload, 8, 0.05, {"frd_every": 0}, increments=40)
+        found = [r for r in found if r["point"] == "out=True"]  # no baseline points
+        for r in [r for r in found if r["metric"] == "wall_time"]:
+            value = cost + noise * r["repetition"]
+            found.append({**r, "metric": "output_cost_per_increment", "value": value})
+        rows += found
+    (entry,) = fidelity.fidelity(pd.DataFrame(rows))["proxies"]
+    (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per increment"]
+    assert cost["note"] == "within each run (output_cost_per_increment)"
+    assert cost["ratio"] == pytest.approx(proxy_cost / 0.000200, rel=0.02)
+    assert cost["decision"] == decision
+
+
 def test_fe_io_cost_without_increments_is_undecided():
     frame = pd.DataFrame(
         fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0})

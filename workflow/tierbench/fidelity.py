@@ -85,6 +85,12 @@ class Pair:
     #: number of increments and writes its output per increment, so bytes are judged
     #: per increment, and per evaluation shown beside them
     increments: str | None = None
+    #: a cost per write each workload measures within one run or job, preferred to the
+    #: difference of a point and its baseline, which the machine's drift between two jobs
+    #: minutes apart can move by more than a write costs: CFD's ``write_cost`` (the steps
+    #: that write against those that do not), FE's ``output_cost_per_increment`` (each
+    #: evaluation against the same analysis without field output, ``paired_baseline``)
+    cost_metric: str | None = None
 
 
 PAIRS = (
@@ -102,6 +108,7 @@ PAIRS = (
         files="files_created",
         dirs="dirs_created",
         imitates={"file_set": "v1912"},
+        cost_metric="write_cost",
     ),
     Pair(
         proxy="fe_proxy",
@@ -119,6 +126,7 @@ PAIRS = (
         dirs=None,
         imitates={"output_model": "calculix"},
         increments="solver_increments_median",
+        cost_metric="output_cost_per_increment",
     ),
 )  # fmt: skip
 
@@ -615,6 +623,18 @@ def cost_rows(report: Report, m: Match) -> None:
     unit = "increment" if pair.increments else pair.unit
     where = report.where(m)
     quantity = f"I/O cost per {unit}"
+    own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
+    if own and None not in own:
+        interval = intervals.ratio(*own)
+        report.costs += 1
+        decision = decide(interval)
+        _judge(report, f"{quantity} {where}", interval, decision)
+        note = f"within each run ({pair.cost_metric})"
+        medians = (m.proxy.median(pair.cost_metric), m.real.median(pair.cost_metric))
+        report.rows.append(
+            row("I/O cost", quantity, m, report.keys, *medians, "s", interval, decision, note=note)
+        )
+        return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
         missing = pair.proxy if m.proxy_base is None else pair.real

@@ -75,7 +75,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +143,7 @@ class Settings:
     noise: float
     solver_log: str
     oversubscribe: bool
+    paired_baseline: bool = False
 
 
 def _defaults() -> dict:
@@ -167,6 +168,12 @@ def _number(p: dict, name: str, low: float, high: float) -> float:
     if not low <= value <= high:
         raise ValueError(f"{name} must be between {low} and {high} (got {value})")
     return float(value)
+
+
+def _boolean(p: dict, name: str) -> bool:
+    if not isinstance(p[name], bool):
+        raise ValueError(f"{name} must be true or false (got {p[name]!r})")
+    return p[name]
 
 
 def _choice(p: dict, name: str, choices) -> str:
@@ -196,8 +203,7 @@ def settings(params: dict) -> Settings:
         frd_every=_integer(p, "frd_every", 0),
         frd_fields=_choice(p, "frd_fields", FRD_FIELDS),
     )
-    if not isinstance(p["oversubscribe"], bool):
-        raise ValueError(f"oversubscribe must be true or false (got {p['oversubscribe']!r})")
+    _boolean(p, "oversubscribe")
     return Settings(
         cores=_integer(p, "cores", 1),
         ga=ga.Settings(
@@ -209,7 +215,8 @@ def settings(params: dict) -> Settings:
         model=model,
         noise=_number(p, "noise", 0.0, 1.0),
         solver_log=_choice(p, "solver_log", SOLVER_LOGS),
-        oversubscribe=p["oversubscribe"],
+        oversubscribe=_boolean(p, "oversubscribe"),
+        paired_baseline=_boolean(p, "paired_baseline"),
     )
 
 
@@ -491,9 +498,11 @@ def curve_of(run: Run) -> Curve:
 _WORKER: dict = {}
 
 
-def init_worker(model: Model, target: np.ndarray, solver_log: str) -> None:
-    """Pool initializer: what every evaluation of a run shares."""
-    _WORKER.update(model=model, target=target, solver_log=solver_log)
+def init_worker(model: Model, target: np.ndarray, solver_log: str, paired: bool = False) -> None:
+    """Pool initializer: what every evaluation of a run shares (with ``paired``, the model of
+    the baseline without field output, ``paired_baseline``)."""
+    baseline = replace(model, frd_every=0) if paired else None
+    _WORKER.update(model=model, target=target, solver_log=solver_log, baseline=baseline)
 
 
 def material_of(parameters: dict) -> fe_model.Material:
@@ -501,8 +510,20 @@ def material_of(parameters: dict) -> fe_model.Material:
 
 
 def evaluate(task: dict) -> dict:
+    """One CalculiX analysis (and its paired baseline, with ``paired_baseline``); its record."""
+    quiet = _WORKER["baseline"]
+    if quiet is None:
+        return analyse(task, _WORKER["model"])
+    return ga.with_baseline(
+        task,
+        lambda: analyse(task, _WORKER["model"]),
+        lambda: analyse({**task, "folder": task["folder"] + "-baseline"}, quiet),
+    )
+
+
+def analyse(task: dict, model: Model) -> dict:
     """One CalculiX analysis in ``task['folder']``; returns its record (a failure included)."""
-    model, target = _WORKER["model"], _WORKER["target"]
+    target = _WORKER["target"]
     start, cpu = time.perf_counter(), time.process_time()
     text = deck(model, material_of(task["parameters"]), task["label"])
     run = run_ccx(task["folder"], text, _WORKER["solver_log"])
@@ -555,7 +576,7 @@ def target_curve(config: Settings, root: Path) -> np.ndarray:
 
 def optimise(config: Settings, root: Path, target: np.ndarray, log=lambda message: None) -> dict:
     """The whole GA, every evaluation a ccx run in its own folder under ``root``."""
-    worker = (init_worker, (config.model, target, config.solver_log))
+    worker = (init_worker, (config.model, target, config.solver_log, config.paired_baseline))
     return ga.optimise_in_pool(
         BOUNDS, config.ga, config.cores, root, evaluate, worker, "ccx runs", log
     )

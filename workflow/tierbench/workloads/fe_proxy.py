@@ -68,7 +68,7 @@ UNITS = {"E": "MPa", "sigma_y": "MPa", "Q": "MPa"}
 #: parameters of one output model only, by model
 ONLY = {
     "abaqus": ("files", "increment_bytes", "model_bytes", "restart_interval", "restart_bytes"),
-    "calculix": ("frd_every",),
+    "calculix": ("frd_every", "paired_baseline"),
 }
 JOB = "job"
 
@@ -177,6 +177,7 @@ class Settings:
     output: Output
     noise: float
     oversubscribe: bool
+    paired_baseline: bool = False
 
 
 def settings(params: dict) -> Settings:
@@ -205,6 +206,7 @@ def settings(params: dict) -> Settings:
         output=output,
         noise=float(p["noise"]),
         oversubscribe=p["oversubscribe"],
+        paired_baseline=p["paired_baseline"],
     )
 
 
@@ -799,15 +801,22 @@ class AbaqusOutput:
 _WORKER: dict = {}
 
 
-def init_worker(bar: fe_model.Bar, output: Output, target: np.ndarray) -> None:
-    """Pool initializer: what every evaluation of a run shares, made once."""
+def init_worker(
+    bar: fe_model.Bar, output: Output, target: np.ndarray, paired: bool = False
+) -> None:
+    """Pool initializer: what every evaluation of a run shares, made once; with ``paired``,
+    the same for the baseline without field output (``paired_baseline``)."""
     _WORKER.update(
         bar=bar,
         output=output,
         target=target,
         deck_model=deck_model(bar, output.frd_every).encode(),
         layout=CalculixLayout.of(bar) if output.model == "calculix" else None,
+        baseline=None,
     )
+    if paired:
+        quiet = replace(output, frd_every=0)
+        _WORKER["baseline"] = (quiet, deck_model(bar, 0).encode())
 
 
 def solver_output(disk: Disk, output: Output):
@@ -818,13 +827,25 @@ def solver_output(disk: Disk, output: Output):
 
 
 def evaluate(task: dict) -> dict:
+    """One FE analysis (and its paired baseline, with ``paired_baseline``); its record."""
+    if _WORKER["baseline"] is None:
+        return analyse(task, _WORKER["output"], _WORKER["deck_model"])
+    quiet, quiet_deck = _WORKER["baseline"]
+    return ga.with_baseline(
+        task,
+        lambda: analyse(task, _WORKER["output"], _WORKER["deck_model"]),
+        lambda: analyse({**task, "folder": task["folder"] + "-baseline"}, quiet, quiet_deck),
+    )
+
+
+def analyse(task: dict, output: Output, model_text: bytes) -> dict:
     """One FE analysis in ``task['folder']`` (created, then deleted); returns its record.
 
     A solve that does not converge is a failed evaluation (infinite misfit, as
     an optimiser treats an aborted analysis); a file-system error (a full tier)
     propagates. Either way the folder is gone afterwards.
     """
-    bar, output, target = _WORKER["bar"], _WORKER["output"], _WORKER["target"]
+    bar, target = _WORKER["bar"], _WORKER["target"]
     label = task["label"]
     material = replace(TRUTH, **task["parameters"])
     start, cpu = time.perf_counter(), time.process_time()
@@ -842,7 +863,7 @@ def evaluate(task: dict) -> dict:
     try:
         disk.mkdir()
         deck = disk.path(f"{JOB}.inp")
-        disk.create(deck, (deck_head(label, bar, material).encode(), _WORKER["deck_model"]))
+        disk.create(deck, (deck_head(label, bar, material).encode(), model_text))
         solver = solver_output(disk, output)
         parsed = read_parameters(solver.start(deck).decode())
         try:
@@ -896,7 +917,7 @@ def available_cpus() -> int:
 def optimise(config: Settings, root: Path, log=lambda message: None) -> dict:
     """The whole GA with evaluations in ``root``; returns the timings and every evaluation."""
     target = target_curve(config.bar, config.noise, config.ga.seed)
-    worker = (init_worker, (config.bar, config.output, target))
+    worker = (init_worker, (config.bar, config.output, target, config.paired_baseline))
     return ga.optimise_in_pool(BOUNDS, config.ga, config.cores, root, evaluate, worker, log=log)
 
 
@@ -942,6 +963,14 @@ def run_metrics(outcome: dict) -> list[dict]:
     if ok:
         increments = statistics.median(e["increments"] for e in ok)
         found.append(metric("solver_increments_median", increments, "increments"))
+    paired = [e for e in ok if e.get("baseline")]
+    if paired:  # paired_baseline: the output's cost per increment, within the job
+        for name, key in (("output_cost_per_increment", "cpu_time"),
+                          ("output_cost_per_increment_wall", "eval_time")):  # fmt: skip
+            cost = statistics.median(
+                (e[key] - e["baseline"][key]) / e["increments"] for e in paired
+            )
+            found.append(metric(name, cost, "s"))
     return found
 
 

@@ -202,3 +202,20 @@ def optimise_in_pool(
         "best_misfit": result.best_fitness,
         "history": result.history,
     }
+
+
+def with_baseline(task: dict, measured: Callable[[], dict], baseline: Callable[[], dict]) -> dict:
+    """An evaluation and its baseline (the same analysis without field output) back to back,
+    the order alternating with the evaluation's number: the evaluation's record, with the
+    baseline's times and increments under ``baseline`` (None when the baseline failed).
+
+    Both see the same state of the machine, which two jobs minutes apart do not: the
+    difference is what the output costs (``paired_baseline`` of both FE workloads).
+    """
+    odd = int(task["label"][-3:]) % 2
+    first, second = (measured, baseline) if odd else (baseline, measured)
+    done = [first(), second()]
+    record, quiet = (done[0], done[1]) if odd else (done[1], done[0])
+    keep = ("cpu_time", "eval_time", "increments")
+    record["baseline"] = {k: quiet[k] for k in keep} if quiet.get("ok") else None
+    return record
