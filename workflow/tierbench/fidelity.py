@@ -76,8 +76,6 @@ class Pair:
     headline: str = ""
     files: str = ""
     dirs: str | None = None
-    #: subtract the baseline's calls before dividing by the units (CFD: the solver's own calls)
-    subtract_baseline_calls: bool = True
     #: what a proxy point must be set to to stand for this application (a proxy may also
     #: imitate something else, such as a document's own output, in the same study)
     imitates: dict = field(default_factory=dict)
@@ -91,6 +89,11 @@ class Pair:
     #: that write against those that do not), FE's ``output_cost_per_increment`` (each
     #: evaluation against the same analysis without field output, ``paired_baseline``)
     cost_metric: str | None = None
+
+    @property
+    def write_unit(self) -> str:
+        """What one write is: a write time (CFD), an increment's output (FE)."""
+        return "increment" if self.increments else self.unit
 
 
 PAIRS = (
@@ -620,7 +623,7 @@ def cost_rows(report: Report, m: Match) -> None:
     increments for the same analysis, so the cost per evaluation is divided by them.
     """
     pair = report.pair
-    unit = "increment" if pair.increments else pair.unit
+    unit = pair.write_unit
     where = report.where(m)
     quantity = f"I/O cost per {unit}"
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
@@ -700,7 +703,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
     start once; what is compared is what the output adds.
     """
     pair = report.pair
-    unit = "increment" if pair.increments else pair.unit
+    unit = pair.write_unit
     if not traced:
         reasons = sorted({not_counted[w] for w in (pair.proxy, pair.real) if w in not_counted})
         status = (
@@ -711,7 +714,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
         report.notes.append(f"system calls per {unit}: {status}")
         return status
     for m in traced:
-        if pair.subtract_baseline_calls and (m.proxy_base is None or m.real_base is None):
+        if m.proxy_base is None or m.real_base is None:
             report.notes.append(
                 f"system calls on {m.tier}: no traced baseline of "
                 f"{pair.proxy if m.proxy_base is None else pair.real}"
@@ -732,9 +735,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
                     f"{pair.proxy} makes {_fmt(p)} {CATEGORY_LABELS[category]} calls per {unit}, "
                     f"{pair.real} {_fmt(r)} on {m.tier}"
                 )
-    return "counted with strace -f -c" + (
-        " (calls of the no-write baseline subtracted)" if pair.subtract_baseline_calls else ""
-    )
+    return "counted with strace -f -c (calls of the no-write baseline subtracted)"
 
 
 def _calls_per_unit(point: Point, base: Point | None, pair: Pair, metric_name: str) -> float | None:
@@ -743,14 +744,10 @@ def _calls_per_unit(point: Point, base: Point | None, pair: Pair, metric_name: s
     calls, units = point.median(metric_name), point.median("solver_runs") or units_of(point, pair)
     if pair.increments and units:
         units *= point.median(pair.increments) or 0
-    if calls is None or not units:
+    base_calls = base.median(metric_name) if base is not None else None
+    if calls is None or base_calls is None or not units:
         return None
-    if pair.subtract_baseline_calls:
-        base_calls = base.median(metric_name) if base is not None else None
-        if base_calls is None:
-            return None
-        calls -= base_calls
-    return calls / units
+    return (calls - base_calls) / units
 
 
 def tier_rows(report: Report, timed: list[Match]) -> None:
@@ -796,7 +793,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
     pair = report.pair
     if report.differs:
         return DIFFERS, report.differs
-    cost_unit = "increment" if pair.increments else pair.unit
+    cost_unit = pair.write_unit
     if report.costs == 0 and not any(u.startswith("I/O cost") for u in report.undecided):
         report.undecided.append(
             f"I/O cost per {cost_unit}: no compared point has a no-output baseline of both "
