@@ -203,7 +203,6 @@ def settings(params: dict) -> Settings:
         frd_every=_integer(p, "frd_every", 0),
         frd_fields=_choice(p, "frd_fields", FRD_FIELDS),
     )
-    _boolean(p, "oversubscribe")
     return Settings(
         cores=_integer(p, "cores", 1),
         ga=ga.Settings(

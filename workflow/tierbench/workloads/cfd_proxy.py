@@ -290,6 +290,12 @@ def _last_error(output: str) -> str:
     return (lines[-1].strip()[-300:]) if lines else "no output"
 
 
+def error_of_mean(errors) -> float:
+    """The standard error of the members' mean, from each member's (independent runs)."""
+    errors = list(errors)
+    return math.sqrt(sum(e * e for e in errors)) / len(errors)
+
+
 def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
     """Ensemble averages of the members' times; totals of bytes, files and folders."""
 
@@ -306,9 +312,10 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
     if mean("time_per_step_nowrite") is not None:
         found.append(metric("time_per_step_nowrite", mean("time_per_step_nowrite"), "s"))
     if mean("write_cost") is not None:  # the members' mean, and its standard error
-        error = math.sqrt(sum(r["write_cost_se"] ** 2 for r in results)) / len(results)
         found.append(metric("write_cost", mean("write_cost"), "s"))
-        found.append(metric("write_cost_se", error, "s"))
+        found.append(
+            metric("write_cost_se", error_of_mean(r["write_cost_se"] for r in results), "s")
+        )
     total_bytes = sum(r["bytes_written"] for r in results)
     found += [
         metric("bytes_written", total_bytes, "B"),

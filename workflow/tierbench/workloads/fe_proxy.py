@@ -291,14 +291,9 @@ def deck_head(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str
 
 def deck_model(bar: fe_model.Bar, frd_every: int = 1) -> str:
     """The mesh (a row of C3D8 elements, square sections tapering as the bar's), the step."""
-    sides = np.sqrt(bar.area * (1.0 - bar.taper * bar.nodes / bar.length))
-    corners = ((0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 1.0))
-    nodes = [
-        f"{4 * i + k + 1}, {x:.6f}, {cy * side:.6f}, {cz * side:.6f}"
-        for i, (x, side) in enumerate(zip(bar.nodes, sides, strict=True))
-        for k, (cy, cz) in enumerate(corners)
-    ]
-    elements = [", ".join(map(str, element)) for element in frd.Mesh(bar).connectivity()]
+    mesh = frd.Mesh(bar)
+    nodes = [f"{i}, {x:.6f}, {y:.6f}, {z:.6f}" for i, (x, y, z) in enumerate(mesh.coordinates, 1)]
+    elements = [", ".join(map(str, element)) for element in mesh.connectivity()]
     tip, step = 4 * bar.elements, 1 / bar.increments
     peak = "1., 0." if not bar.unload else "0.5, 1., 1., 0."
     lines = [

@@ -93,6 +93,7 @@ from .cfd_proxy import (
     OPEN_MPI_LAUNCHERS,
     SESSION_VARS,
     check_write_interval,
+    error_of_mean,
     launch_command,
     launch_env,
     under_slurm,
@@ -785,7 +786,7 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
     def avg(key: str) -> float | None:
         values = [r["steps"][key] for r in results if key in r["steps"]]
         if key.endswith("_se") and values:  # of the members' mean
-            return math.sqrt(sum(v * v for v in values)) / len(values)
+            return error_of_mean(values)
         return sum(values) / len(values) if values else None
 
     found = [
