@@ -209,25 +209,25 @@ def test_registered_with_its_solver_and_schema_defaults():
     assert (Path(matrix.__file__).parents[2] / "envs/calculix.yaml").exists()
 
 
+def test_elite_must_be_below_population():
+    """The one rule the schema cannot state, checked by the workload itself."""
+    with pytest.raises(ValueError, match="elite must be smaller than population"):
+        calculix.check_params(matrix.complete("calculix", {**TINY, "elite": 4}))
+    calculix.check_params(matrix.complete("calculix", {**TINY, "elite": 3}))
+
+
+def test_settings_carry_every_parameter_to_the_run():
+    """Each schema parameter reaches the Settings it names (the GA's seed included)."""
+    config = calculix.settings({**TINY, "seed": 7, "elite": 1, "frd_every": 3})
+    assert config.ga == calculix.ga.Settings(population=4, generations=1, elite=1, seed=7)
+    assert config.model.frd_every == 3 and config.model.elements == TINY["elements"]
+
+
 @pytest.mark.parametrize(
-    ("bad", "message"),
-    [
-        ({"population": 1}, "population must be at least 2"),
-        ({"elite": 4}, "elite must be smaller than population"),
-        ({"elements": 0}, "elements must be at least 1"),
-        ({"frd_every": -1}, "frd_every must be at least 0"),
-        ({"frd_fields": "all"}, "frd_fields must be one of nodal, full"),
-        ({"solver_log": "syslog"}, "solver_log must be one of file, pipe"),
-        ({"max_strain": 0}, "max_strain must be between"),
-        ({"fsync": "none"}, "unknown parameters"),
-    ],
-)
-def test_bad_parameters_are_named(bad, message):
-    with pytest.raises(ValueError, match=message):
-        calculix.check_params({**TINY, **bad})
-
-
-@pytest.mark.parametrize("bad", [{"population": 1}, {"frd_fields": "all"}, {"increments": 0}])
+    "bad",
+    [{"population": 1}, {"elite": 4}, {"elements": 0}, {"frd_every": -1}, {"frd_fields": "all"},
+     {"solver_log": "syslog"}, {"max_strain": 0}, {"increments": 0}, {"fsync": "none"}],
+)  # fmt: skip
 def test_bad_parameters_stop_the_expansion(bad):
     with pytest.raises(ConfigError) as error:
         matrix.check_point("calculix", {**TINY, **bad}, "t.calculix[p]")

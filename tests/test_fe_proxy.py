@@ -634,6 +634,13 @@ def test_good_parameters_pass(good):
     assert fe_proxy.settings(params).output.model == params["output_model"]
 
 
+def test_settings_give_the_ga_its_seed_and_default_tournament():
+    """The seed is the GA's seed; the tournament keeps its default (a positional slip once
+    made the seed the tournament size, so every seed ran the same GA)."""
+    config = fe_proxy.settings({**TINY, "seed": 7, "elite": 1})
+    assert config.ga == fe_proxy.ga.Settings(population=4, generations=2, elite=1, seed=7)
+
+
 def test_study_file_expands_to_cores_that_fit_by_default():
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     study = matrix.load_study(REPO / "config/studies/fe_tmpfs.yaml", config)

@@ -81,6 +81,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
+from ..matrix import complete
 from ..records import metric
 from ..runner import Job
 from . import Tool, Workload, fe_model, fe_proxy, ga
@@ -146,81 +147,39 @@ class Settings:
     paired_baseline: bool = False
 
 
-def _defaults() -> dict:
-    from .. import matrix
-
-    return matrix.schema_defaults("calculix")
-
-
-def _integer(p: dict, name: str, minimum: int) -> int:
-    value = p[name]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer (got {value!r})")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum} (got {value})")
-    return value
-
-
-def _number(p: dict, name: str, low: float, high: float) -> float:
-    value = p[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number (got {value!r})")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high} (got {value})")
-    return float(value)
-
-
-def _boolean(p: dict, name: str) -> bool:
-    if not isinstance(p[name], bool):
-        raise ValueError(f"{name} must be true or false (got {p[name]!r})")
-    return p[name]
-
-
-def _choice(p: dict, name: str, choices) -> str:
-    if p[name] not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)} (got {p[name]!r})")
-    return p[name]
-
-
 def settings(params: dict) -> Settings:
-    """Parameters with the schema's defaults filled in, checked; ValueError names the parameter."""
-    defaults = _defaults()
-    known = set(defaults) | {"cores"}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ValueError(f"unknown parameters {unknown} (known: {sorted(known)})")
-    if "cores" not in params:
-        raise ValueError("cores is required: the number of worker processes")
-    p = {**defaults, **params}
-    population = _integer(p, "population", 2)
-    elite = _integer(p, "elite", 0)
-    if elite >= population:
-        raise ValueError(f"elite must be smaller than population (got {elite} >= {population})")
-    model = Model(
-        elements=_integer(p, "elements", 1),
-        increments=_integer(p, "increments", 1),
-        max_strain=_number(p, "max_strain", 1e-9, 0.5),
-        frd_every=_integer(p, "frd_every", 0),
-        frd_fields=_choice(p, "frd_fields", FRD_FIELDS),
-    )
+    """A point's parameters as the run uses them (the schema's defaults filled in where
+    missing); the schema checks them when the study is expanded, ``check_params`` the rest."""
+    p = complete("calculix", params)
     return Settings(
-        cores=_integer(p, "cores", 1),
+        cores=p["cores"],
         ga=ga.Settings(
-            population=population,
-            generations=_integer(p, "generations", 1),
-            elite=elite,
-            seed=_integer(p, "seed", 0),
+            population=p["population"],
+            generations=p["generations"],
+            elite=p["elite"],
+            seed=p["seed"],
         ),
-        model=model,
-        noise=_number(p, "noise", 0.0, 1.0),
-        solver_log=_choice(p, "solver_log", SOLVER_LOGS),
-        oversubscribe=_boolean(p, "oversubscribe"),
-        paired_baseline=_boolean(p, "paired_baseline"),
+        model=Model(
+            elements=p["elements"],
+            increments=p["increments"],
+            max_strain=float(p["max_strain"]),
+            frd_every=p["frd_every"],
+            frd_fields=p["frd_fields"],
+        ),
+        noise=float(p["noise"]),
+        solver_log=p["solver_log"],
+        oversubscribe=p["oversubscribe"],
+        paired_baseline=p["paired_baseline"],
     )
 
 
 def check_params(params: dict) -> None:
-    settings(params)
+    """The rule the schema cannot state: elite below population."""
+    if params["elite"] >= params["population"]:
+        raise ValueError(
+            f"elite must be smaller than population (got {params['elite']} >= "
+            f"{params['population']})"
+        )
 
 
 def threads(params: dict) -> int:

@@ -201,7 +201,12 @@ def settings(params: dict) -> Settings:
     )
     return Settings(
         cores=p["cores"],
-        ga=ga.Settings(p["population"], p["generations"], p["elite"], p["seed"]),
+        ga=ga.Settings(
+            population=p["population"],
+            generations=p["generations"],
+            elite=p["elite"],
+            seed=p["seed"],
+        ),
         bar=bar,
         output=output,
         noise=float(p["noise"]),
