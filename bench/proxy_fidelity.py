@@ -58,6 +58,7 @@ import numpy as np
 from harness import REPO, TIER, failed_row, log, rotated, row
 from tierbench import intervals
 from tierbench.matrix import complete
+from tierbench.rundir import RunFolder
 from tierbench.workloads import fe_proxy
 
 SIZES = {
@@ -162,9 +163,9 @@ def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
         {name: float(rng.uniform(*bounds)) for name, bounds in fe_proxy.BOUNDS.items()}
         for _ in range(shape["evaluations"])
     ]
-    root = scratch / f"fe-r{round_}"
-    root.mkdir()
-    try:
+    # on the tier, as the CFD jobs are (the scratch folder is on the root disk)
+    with RunFolder(TIER, f"bench-fe-r{round_}") as folder:
+        root = folder.path
         evaluators = {w: Evaluator(w, shape, root) for w in (k["proxy"], k["real"])}
         pairs = {w: [] for w in evaluators}
         # one workload's pairs, then the other's (which goes first changes every round):
@@ -176,8 +177,6 @@ def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
                     label = f"{workload}-{'write' if writing else 'nowrite'}-e{i:03d}"
                     done[writing] = evaluators[workload](parameters, writing, label)
                 pairs[workload].append((done[True], done[False]))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     cost = {w: fe_costs(found) for w, found in pairs.items()}
     side = {
         w: {
