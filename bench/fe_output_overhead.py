@@ -1,29 +1,36 @@
-"""Item 3: what does fe_proxy's own output code cost an evaluation, beyond its calls?
+"""Item 3: does fe_proxy's output code cost more than the output of the application it models?
 
 Each evaluation of the ``fe_tmpfs`` optimisation (population 30 x 2
 generations, 10 elements, 40 increments, 1 worker) runs twice back to back:
 with every file written to /dev/null through fe_proxy's own Disk (the void:
 the same calls, no storage) and with output off (the same solve, no files),
-the order alternating. The void run still makes the application's output:
-every file-system call of its pattern (CalculiX's: ~1,000 calls an
-evaluation) and the numbers of its results formatted into its .frd (~35,000
-an evaluation, most of what ccx's field output costs), which no proxy that
-costs what the application's output costs can leave out. So the reference is
-output off plus that output made the application's way, from C:
-``bench/fe_replay.c`` replays the calls each evaluation made on /dev/null and
-formats the same numbers as ccx does (C stdio, ``%12.5E`` per value), each
-evaluation's output recorded once from a traced run of the same optimisation
-(so it follows the proxy when the pattern changes), in the same rounds as
-the rest. Goal: void / (off + C replay) at most 1.05, median over the
-evaluations. Beside it, CalculiX itself in the proxy's place: ccx's own output
-cost per increment, measured in the same rounds (each of a few parameter sets
-analysed with field output and without, back to back, on /dev/shm, CPU time),
-times each evaluation's increments, against the same reference: what the
-application scores on this item. Beside it, for the reader: void / off (which
-includes the application's own calls), whole optimisation runs of each mode
-(seconds apart, so the machine's drift is in them), the compute share of an
-evaluation as fe_proxy reports it and as the solve's own compute, and what
-/dev/shm costs next to output off.
+the order alternating. The void run makes the application's output: every
+file-system call of its pattern (CalculiX's: ~1,000 calls an evaluation) and
+the numbers of its results formatted into its .frd (~35,000 an evaluation).
+
+The reference is output off plus that output as the application pays for it,
+measured in the same rounds:
+
+- the field output (the .frd's results, every increment) at CalculiX's own
+  cost per increment: each of a few parameter sets analysed by ccx with
+  field output and without, back to back, on CPU time (bench item 8's way),
+  times the evaluation's increments. ccx deletes and reopens its .frd, so it
+  cannot write to /dev/null: it writes to /dev/shm, and what filling the
+  tmpfs pages of its field bytes costs beyond /dev/null, measured in the same
+  round, is taken off its cost;
+- the rest (the deck, .dat, .sta, .cvg and the .frd's mesh, which ccx cannot
+  turn off, so its own cost of them cannot be measured) made from C:
+  ``bench/fe_replay.c`` replays on /dev/null the calls, and formats the
+  numbers, of the same evaluation traced without field output.
+
+Goal: void / (off + ccx's field output + the rest from C) at most 1.05, on
+CPU time, median over the evaluations. Beside it, for the reader: the whole
+output made from C in a tight loop (the same calls, the same numbers
+formatted as ccx formats them), which no program that costs what ccx's output
+costs reaches, and what ccx itself scores against it; void / off; whole
+optimisation runs of each mode (seconds apart, so the machine's drift is in
+them); the compute share of an evaluation as fe_proxy reports it and as the
+solve's own compute; and what /dev/shm costs next to output off.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ from __future__ import annotations
 import math
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import time
@@ -42,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import proxy_fidelity
 from harness import REPO, TIER, log, rotated, row
+from tierbench import intervals
 from tierbench.rundir import RunFolder
 from tierbench.workloads import fe_model, fe_proxy, frd
 
@@ -53,7 +60,7 @@ SIZES = {
         "fe": {"cores": 1, "population": 4, "generations": 1, "elements": 3, "increments": 10},
         "rounds": 2,
         "repeats": 3,
-        "ccx_sets": 1,
+        "ccx_sets": 3,
     },
 }
 
@@ -390,76 +397,230 @@ def fe_run(config, mode: str) -> dict:
     }
 
 
-FE_MODES = ("off", "void", "shm", "paired", "replay", "ccx")
+FE_MODES = ("off", "void", "shm", "paired", "replay", "replay_rest", "ccx")
 
 
-def ccx_costs(shape: dict, sets: int, round_: int, scratch: Path) -> list[float]:
-    """ccx's own output cost per increment (CPU seconds), each of ``sets`` parameter sets
-    analysed with field output and without, back to back (bench item 8's way)."""
+def ccx_costs(shape: dict, sets: int, round_: int) -> dict[str, list[float]]:
+    """ccx's own field-output cost per increment (CPU seconds) and field bytes per increment,
+    each of ``sets`` parameter sets analysed with field output and without, back to back
+    (bench item 8's way), on the tier; with what the tier's pages cost beyond /dev/null."""
     rng = np.random.default_rng(2000 + round_)
-    root = scratch / f"ccx-r{round_}"
-    root.mkdir()
-    try:
-        evaluate = proxy_fidelity.Evaluator("calculix", {**shape, "evaluations": sets}, root)
-        costs = []
+    with RunFolder(TIER, f"bench-ccx-r{round_}") as folder:
+        evaluate = proxy_fidelity.Evaluator("calculix", {**shape, "evaluations": sets}, folder.path)
+        found = {"costs": [], "bytes": []}
         for i in range(sets):
             parameters = {n: float(rng.uniform(*b)) for n, b in fe_proxy.BOUNDS.items()}
             done = {w: evaluate(parameters, w, f"e{i:03d}-{w}") for w in rotated([True, False], i)}
             with_, without = done[True], done[False]
-            costs.append((with_["cpu_time"] - without["cpu_time"]) / with_["increments"])
-        return costs
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+            found["costs"].append((with_["cpu_time"] - without["cpu_time"]) / with_["increments"])
+            found["bytes"].append((with_["bytes"] - without["bytes"]) / with_["increments"])
+        found["sink_per_byte"] = sink_cost_per_byte(folder.path)
+    return found
+
+
+def sink_cost_per_byte(folder: Path, size: int = 8 << 20, block: int = 4096) -> float:
+    """CPU seconds per byte that a fresh file in ``folder`` costs beyond /dev/null.
+
+    ``size`` bytes in writes of ``block`` (stdio's buffer, as ccx writes), to
+    each sink in turn three times; the median of the differences. It is what
+    ccx pays on the tier and the void does not.
+    """
+    chunk, sink = b"x" * block, folder / "sink-probe"
+    differences = []
+    for attempt in range(3):
+        spent = {}
+        for target in rotated([os.devnull, str(sink)], attempt):
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                start = time.process_time()
+                for _ in range(size // block):
+                    os.write(fd, chunk)
+                spent[target] = time.process_time() - start
+            finally:
+                os.close(fd)
+        sink.unlink()
+        differences.append(spent[str(sink)] - spent[os.devnull])
+    return max(0.0, statistics.median(differences)) / size
 
 
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
     size = SIZES[mode]
     config = fe_proxy.settings(size["fe"])
-    trace = scratch / "calls.trace"
+    trace, rest = scratch / "calls.trace", scratch / "rest.trace"
     made = record_trace(config, trace)
-    replay = (compile_replay(scratch), trace, size["repeats"])
-    ccx = ({"elements": config.bar.elements, "increments": config.bar.increments},
-           size["ccx_sets"], scratch)  # fmt: skip
-    runs = run_rounds(config, size["rounds"], replay, ccx)
+    # the same optimisation without field output: what is left of the output when ccx's
+    # own field-output cost stands in for the proxy's
+    if len(record_trace(fe_proxy.settings({**size["fe"], "frd_every": 0}), rest)) != len(made):
+        raise RuntimeError("the optimisation without field output made other evaluations")
+    binary = compile_replay(scratch)
+    replays = {"replay": (binary, trace, size["repeats"]),
+               "replay_rest": (binary, rest, size["repeats"])}  # fmt: skip
+    ccx = ({"elements": config.bar.elements, "increments": config.bar.increments}, size["ccx_sets"])
+    runs = run_rounds(config, size["rounds"], replays, ccx)
     for r in runs["paired"] + runs["replay"]:
         if r["made"] != made:
             raise RuntimeError("the C replay and the proxy's evaluations made different calls")
     return overhead_rows(config, runs, goal)
 
 
-def run_rounds(config, rounds: int, replay: tuple, ccx: tuple) -> dict[str, list[dict]]:
+def replayed(replay: tuple) -> dict:
+    done = c_replay(*replay)
+    return {
+        "seconds": [e["seconds"] for e in done],
+        "made": [{"calls": e["calls"], "bytes": e["bytes"]} for e in done],
+        "numbers": [e["numbers"] for e in done],
+    }
+
+
+def run_rounds(config, rounds: int, replays: dict, ccx: tuple) -> dict[str, list[dict]]:
     """Every mode once a round, in a different order each round; the runs per mode."""
     runs = {fe: [] for fe in FE_MODES}
     for round_ in range(rounds):
         for fe in rotated(FE_MODES, round_):
             if fe == "ccx":
-                shape, sets, scratch = ccx
-                runs[fe].append({"costs": ccx_costs(shape, sets, round_, scratch)})
-            elif fe == "replay":
-                done = c_replay(*replay)
-                runs[fe].append(
-                    {
-                        "seconds": [e["seconds"] for e in done],
-                        "made": [{"calls": e["calls"], "bytes": e["bytes"]} for e in done],
-                        "numbers": [e["numbers"] for e in done],
-                    }
-                )
+                runs[fe].append(ccx_costs(*ccx, round_))
+            elif fe in replays:
+                runs[fe].append(replayed(replays[fe]))
             else:
                 runs[fe].append(fe_run(config, fe))
-        misfits = {fe: runs[fe][-1]["misfit"] for fe in runs if fe not in ("replay", "ccx")}
+        misfits = {fe: runs[fe][-1]["misfit"] for fe in runs if "misfit" in runs[fe][-1]}
         if len(set(misfits.values())) != 1:
             raise RuntimeError(f"the runs found different optima: {misfits}")
         log(
             f"3 round {round_ + 1}: wall off {runs['off'][-1]['wall']:.3f} s, "
             f"void {runs['void'][-1]['wall']:.3f} s, shm {runs['shm'][-1]['wall']:.3f} s, "
-            f"paired {runs['paired'][-1]['wall']:.3f} s, C replay "
-            f"{sum(runs['replay'][-1]['seconds']) * 1e3:.1f} ms"
+            f"paired {runs['paired'][-1]['wall']:.3f} s, C output "
+            f"{sum(runs['replay'][-1]['seconds']) * 1e3:.1f} ms, ccx field output "
+            f"{statistics.median(runs['ccx'][-1]['costs']) * 1e3:.3f} ms per increment"
         )
     return runs
 
 
+def ccx_field_costs(runs: dict[str, list[dict]]) -> list[float | None]:
+    """Per round, ccx's field-output cost per increment as on /dev/null: the median over its
+    parameter sets, less the tmpfs pages of its field bytes; None when not above zero (at
+    toy sizes its output can cost less than its runs vary)."""
+    costs = []
+    for r in runs["ccx"]:
+        cost = statistics.median(r["costs"]) - r["sink_per_byte"] * statistics.median(r["bytes"])
+        costs.append(cost if cost > 0 else None)
+    return costs
+
+
+def goal_row(runs: dict[str, list[dict]], goal) -> dict:
+    """void / (off + ccx's field output for the evaluation's increments + the rest from C),
+    CPU time, per evaluation; with the ratio of the round totals and its interval."""
+    ccx = ccx_field_costs(runs)
+    values, totals, kept = [], {"void": [], "reference": []}, []
+    for r, cost in enumerate(ccx):
+        if cost is None:
+            continue
+        kept.append(r)
+        paired, rest = runs["paired"][r], runs["replay_rest"][r]["seconds"]
+        reference = [off + c + cost * n for (off, _), c, n in
+                     zip(paired["cpu_pairs"], rest, paired["increments"], strict=True)]  # fmt: skip
+        void = [v for _, v in paired["cpu_pairs"]]
+        values += [v / ref for v, ref in zip(void, reference, strict=True)]
+        totals["void"].append(sum(void))
+        totals["reference"].append(sum(reference))
+    found = None
+    if kept:
+        found = intervals.ratio(intervals.sample(totals["void"], kept),
+                                intervals.sample(totals["reference"], kept))  # fmt: skip
+    within = "no round measured"
+    if found is not None:
+        within = f"ratio of the round totals {found.estimate:.3f}, " + (
+            f"95% interval [{found.low:.3f}, {found.high:.3f}] (bootstrap over rounds, paired)"
+            if found.known else f"no interval ({found.reason or 'too few rounds'})"
+        )  # fmt: skip
+    measured = [c for c in ccx if c is not None]
+    skipped = len(ccx) - len(measured)
+    rest = [t for r in kept for t in runs["replay_rest"][r]["seconds"]]
+    sink = statistics.median(r["sink_per_byte"] for r in runs["ccx"])
+    detail = f"{len(values)} evaluations in {len(kept)} rounds; {within}"
+    if measured:
+        detail += (
+            f"; ccx's field output {statistics.median(measured) * 1e3:.3f} ms per increment "
+            f"(median of the rounds' medians, /dev/shm's pages taken off at "
+            f"{sink * 1e9:.3f} ms per MB); the rest of the output from C "
+            f"{statistics.median(rest) * 1e3:.2f} ms per evaluation (median)"
+        )
+    if skipped:
+        detail += f"; {skipped} round(s) without a ratio: ccx's field output not above zero"
+    return row(
+        3,
+        "fe_harness_overhead",
+        "FE proxy evaluation CPU time, output to the void (/dev/null) / (output off + "
+        "CalculiX's own field-output cost for the same increments + the rest of the output "
+        "made from C), back to back",
+        "ratio",
+        values,
+        goal,
+        detail,
+        interval=[found.low, found.high] if found is not None and found.known else None,
+        off_cpu_s=[o for r in kept for o, _ in runs["paired"][r]["cpu_pairs"]],
+        void_cpu_s=[v for r in kept for _, v in runs["paired"][r]["cpu_pairs"]],
+        c_rest_s=rest,
+        increments=[n for r in kept for n in runs["paired"][r]["increments"]],
+        ccx_field_cost_per_increment_s=ccx,
+        sink_s_per_byte=[r["sink_per_byte"] for r in runs["ccx"]],
+    )
+
+
+def c_floor_rows(runs: dict[str, list[dict]]) -> list[dict]:
+    """The whole output made from C in a tight loop, for the proxy and for ccx itself."""
+    pairs = [pair for r in runs["paired"] for pair in r["cpu_pairs"]]
+    calls_s = [t for r in runs["replay"] for t in r["seconds"]]  # in the GA's order, per round
+    made, numbers = runs["replay"][0]["made"], runs["replay"][0]["numbers"]
+    off_sum, void_sum, calls_sum = sum(p[0] for p in pairs), sum(p[1] for p in pairs), sum(calls_s)
+    increments = [n for r in runs["paired"] for n in r["increments"]]
+    # CalculiX in the proxy's place: (off + its field output + the rest from C) / the floor
+    in_place = []
+    for r, cost in enumerate(ccx_field_costs(runs)):
+        if cost is None:
+            continue
+        paired = runs["paired"][r]
+        for (off, _), n, rest, whole in zip(paired["cpu_pairs"], paired["increments"],
+                                            runs["replay_rest"][r]["seconds"],
+                                            runs["replay"][r]["seconds"], strict=True):  # fmt: skip
+            in_place.append((off + rest + cost * n) / (off + whole))
+    return [
+        row(
+            3,
+            "fe_over_c_output",
+            "FE proxy evaluation CPU time, output to the void / (output off + the whole output "
+            "made from C: its file calls on /dev/null, its .frd's numbers formatted as ccx "
+            "does), back to back: a floor, not a goal",
+            "ratio",
+            [void / (off + t) for (off, void), t in zip(pairs, calls_s, strict=True)],
+            None,
+            f"summed: void {void_sum:.2f} s / (off {off_sum:.2f} s + C output "
+            f"{calls_sum:.3f} s) = {void_sum / (off_sum + calls_sum):.3f}; "
+            f"{statistics.median(m['calls'] for m in made):.0f} file calls and the .frd's "
+            f"{statistics.median(numbers):.0f} numbers per evaluation (medians), made from C in "
+            f"{statistics.median(calls_s) * 1e3:.2f} ms (median), "
+            f"{statistics.median(calls_s) / statistics.median(increments) * 1e3:.3f} ms "
+            "per increment",
+            off_cpu_s=[p[0] for p in pairs],
+            void_cpu_s=[p[1] for p in pairs],
+            c_calls_s=calls_s,
+        ),
+        row(
+            3,
+            "fe_application_over_c",
+            "CalculiX in the proxy's place on the floor: (output off + ccx's own field output "
+            "+ the rest from C) / (output off + the whole output made from C), per evaluation",
+            "ratio",
+            in_place,
+            None,
+            "what the application itself scores against the C floor: formatting between "
+            "solver iterations, on colder caches, costs it more than a tight loop",
+        ),
+    ]
+
+
 def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
-    """The item's rows: the goal on the pairs, then whole runs and compute shares."""
+    """The item's rows: the goal, the C floor, then whole runs and compute shares."""
 
     def of(mode, key):
         return [r[key] for r in runs[mode]]
@@ -471,10 +632,8 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
         return statistics.median(of(mode, key))
 
     pairs = [pair for r in runs["paired"] for pair in r["pairs"]]
-    # each evaluation's C replay from the same round, in the same (the GA's) order
-    calls_s = [t for r in runs["replay"] for t in r["seconds"]]
-    off_sum, void_sum, calls_sum = sum(p[0] for p in pairs), sum(p[1] for p in pairs), sum(calls_s)
-    made, numbers = runs["replay"][0]["made"], runs["replay"][0]["numbers"]
+    off_sum, void_sum = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    calls_sum = sum(t for r in runs["replay"] for t in r["seconds"])
     c, b = config.ga, config.bar
     what = (
         f"GA population {c.population} x {c.generations} generations on {config.cores} worker, "
@@ -482,65 +641,11 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
         f"{median('shm', 'bytes') / 1e6:.2f} MB per evaluation, output as "
         f"{config.output.model}"
     )
-    calls = (
-        f"{statistics.median(m['calls'] for m in made):.0f} file calls and the .frd's "
-        f"{statistics.median(numbers):.0f} numbers per evaluation (medians), "
-        f"made from C in {statistics.median(calls_s) * 1e3:.2f} ms (median)"
-    )
-    # CalculiX in the proxy's place: its own output cost per increment, for as many increments
-    ccx = statistics.median(c for r in runs["ccx"] for c in r["costs"])
-    increments = [n for r in runs["paired"] for n in r["increments"]]
-    in_place = [off + ccx * n for (off, _), n in zip(pairs, increments, strict=True)]
-    own = [(void - off) / n for r in runs["paired"]
-           for (off, void), n in zip(r["cpu_pairs"], r["increments"], strict=True)]  # fmt: skip
-    measured = ccx > 0  # at toy sizes ccx's output can cost less than its runs vary
-    application_rows = [
-        row(
-            3,
-            "fe_application_over_c",
-            "CalculiX in the proxy's place: (output off + ccx's own output cost for the same "
-            "increments) / (output off + the same output made from C), per evaluation",
-            "ratio",
-            [a / (off + t) for a, (off, _), t in zip(in_place, pairs, calls_s, strict=True)]
-            if measured
-            else [],
-            None,
-            f"what the application itself scores on this item: ccx's output costs "
-            f"{ccx * 1e3:.3f} ms per increment (median of "
-            f"{sum(len(r['costs']) for r in runs['ccx'])} parameter sets analysed with field "
-            "output and without, back to back, on /dev/shm, CPU time), the same output made "
-            f"from C {statistics.median(calls_s) / statistics.median(increments) * 1e3:.3f} ms",
-            ccx_cost_per_increment_s=[c for r in runs["ccx"] for c in r["costs"]],
-        ),
-        row(
-            3,
-            "fe_proxy_over_application",
-            "FE proxy output cost per increment (void - off, CPU time) / ccx's own",
-            "ratio",
-            [cost / ccx for cost in own] if measured else [],
-            None,
-            f"proxy {statistics.median(own) * 1e3:.3f} ms on /dev/null, ccx "
-            f"{ccx * 1e3:.3f} ms on /dev/shm per increment (medians)",
-        ),
-    ]
+    first = goal_row(runs, goal)
+    first["detail"] += f"; {what}"
     return [
-        row(
-            3,
-            "fe_harness_overhead",
-            "FE proxy evaluation wall time, output to the void (/dev/null) / (output off "
-            "+ the same output made from C: its file calls on /dev/null, its .frd's numbers "
-            "formatted as ccx does), back to back",
-            "ratio",
-            [void / (off + t) for (off, void), t in zip(pairs, calls_s, strict=True)],
-            goal,
-            f"{len(pairs)} evaluations in {len(runs['paired'])} rounds; summed: void "
-            f"{void_sum:.2f} s / (off {off_sum:.2f} s + C output {calls_sum:.3f} s) = "
-            f"{void_sum / (off_sum + calls_sum):.3f}; {calls}; {what}",
-            off_s=[p[0] for p in pairs],
-            void_s=[p[1] for p in pairs],
-            c_calls_s=calls_s,
-        ),
-        *application_rows,
+        first,
+        *c_floor_rows(runs),
         row(
             3,
             "fe_void_over_off",
