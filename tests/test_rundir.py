@@ -67,6 +67,7 @@ def test_sweep_removes_only_dead_runs_of_this_host(tmp_path):
     stale = make("stale", socket.gethostname(), dead_pid)
     running = make("running", socket.gethostname(), os.getpid())
     elsewhere = make("elsewhere", "another-node", dead_pid)
+    assert rundir.stale_folders(tmp_path) == [stale]  # what the end-to-end test calls left over
     removed = rundir.sweep_stale(tmp_path)
     assert removed == [stale]
     assert running.exists() and elsewhere.exists()

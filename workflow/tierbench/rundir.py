@@ -94,17 +94,17 @@ def remove_run_folder(folder: Path) -> bool:
     return not folder.exists()
 
 
-def sweep_stale(tier_path: str | os.PathLike) -> list[Path]:
-    """Remove run folders left by killed runs on this host; returns what was removed.
+def stale_folders(tier_path: str | os.PathLike) -> list[Path]:
+    """Run folders left by runs on this host that have ended (killed, or a fault).
 
-    Only folders with our marker and made on this host by a process that no
-    longer exists are removed: a run still going (or on another node of a
-    shared file system) keeps its folder.
+    Only folders with our marker, made on this host by a process that no
+    longer exists: a run still going (or on another node of a shared file
+    system) keeps its folder.
     """
-    removed = []
     root = Path(tier_path)
     if not root.is_dir():
-        return removed
+        return []
+    stale = []
     for folder in root.glob(PREFIX + "*"):
         if not is_ours(folder):
             continue
@@ -112,13 +112,14 @@ def sweep_stale(tier_path: str | os.PathLike) -> list[Path]:
             marker = json.loads((folder / MARKER).read_text())
         except (OSError, ValueError):
             continue
-        if marker.get("host") != socket.gethostname():
-            continue
-        if _alive(int(marker.get("pid", -1))):
-            continue
-        if remove_run_folder(folder):
-            removed.append(folder)
-    return removed
+        if marker.get("host") == socket.gethostname() and not _alive(int(marker.get("pid", -1))):
+            stale.append(folder)
+    return stale
+
+
+def sweep_stale(tier_path: str | os.PathLike) -> list[Path]:
+    """Remove the run folders of ended runs on this host (:func:`stale_folders`)."""
+    return [folder for folder in stale_folders(tier_path) if remove_run_folder(folder)]
 
 
 def _alive(pid: int) -> bool:
