@@ -547,7 +547,7 @@ def goal_row(runs: dict[str, list[dict]], goal) -> dict:
         )
     if skipped:
         detail += f"; {skipped} round(s) without a ratio: ccx's field output not above zero"
-    return row(
+    found_row = row(
         3,
         "fe_harness_overhead",
         "FE proxy evaluation CPU time, output to the void (/dev/null) / (output off + "
@@ -565,6 +565,9 @@ def goal_row(runs: dict[str, list[dict]], goal) -> dict:
         ccx_field_cost_per_increment_s=ccx,
         sink_s_per_byte=[r["sink_per_byte"] for r in runs["ccx"]],
     )
+    if not values:  # as item 8: a goal nothing measured is not met
+        found_row["met"] = False
+    return found_row
 
 
 def c_floor_rows(runs: dict[str, list[dict]]) -> list[dict]:

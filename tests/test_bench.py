@@ -227,8 +227,8 @@ def test_goal_flags(tiny_run):
             assert row["met"] is None
         elif row["key"] in REDUCED:  # --tiny: reduced runs, not the figures the goals are for
             assert row["met"] is None
-        elif row["key"] in MAY_BE_EMPTY and row["n"] == 0:  # no round measured, no verdict
-            assert row["met"] is None and "without a ratio" in row["detail"], row["key"]
+        elif row["key"] in MAY_BE_EMPTY and row["n"] == 0:  # no round measured: not met, why
+            assert row["met"] is False and "without a ratio" in row["detail"], row["key"]
         else:
             assert isinstance(row["met"], bool), row["key"]
     keys = {row["key"] for row in result["rows"]}
@@ -286,6 +286,31 @@ def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
     replayed = fe_output_overhead.c_replay(binary, trace, 2)
     assert [{"calls": r["calls"], "bytes": r["bytes"]} for r in replayed] == made
     assert all(r["seconds"] > 0 for r in replayed)
+
+
+def test_fe_overhead_goal_takes_each_rounds_ccx_cost_less_its_tmpfs_pages():
+    """Item 3's reference per evaluation: off + the rest from C + (ccx's cost per increment,
+    less the tier's pages of its field bytes) x increments; a round whose ccx cost is not
+    above zero gives no ratio, and a goal nothing measured is not met."""
+    paired = {"cpu_pairs": [(0.010, 0.016), (0.012, 0.018)], "increments": [40, 41]}
+    runs = {
+        "paired": [paired, paired],
+        "replay_rest": [{"seconds": [0.0004, 0.0005]}] * 2,
+        "ccx": [
+            {"costs": [1.9e-4, 2.1e-4, 2.0e-4], "bytes": [18e3] * 3, "sink_per_byte": 0.5e-9},
+            {"costs": [-1e-5], "bytes": [18e3], "sink_per_byte": 0.5e-9},
+        ],
+    }
+    found = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
+    cost = 2.0e-4 - 0.5e-9 * 18e3
+    assert found["ccx_field_cost_per_increment_s"] == [pytest.approx(cost), None]
+    expected = [0.016 / (0.010 + 0.0004 + cost * 40), 0.018 / (0.012 + 0.0005 + cost * 41)]
+    assert found["values"] == pytest.approx(expected)
+    assert found["met"] is True and "1 round(s) without a ratio" in found["detail"]
+
+    runs["ccx"] = runs["ccx"][1:] * 2
+    nothing = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
+    assert nothing["n"] == 0 and nothing["met"] is False and nothing["interval"] is None
 
 
 def test_fe_call_trace_refuses_what_the_void_cannot_replay(tmp_path):
