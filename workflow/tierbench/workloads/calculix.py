@@ -110,7 +110,6 @@ PLASTIC_RANGE = 5.0
 MIN_INCREMENT_FRACTION = 1e-4
 MAX_INCREMENTS_FACTOR = 20
 FRD_FIELDS = {"nodal": ("U, RF",), "full": ("U, RF", "S, E, PEEQ")}
-SOLVER_LOGS = ("file", "pipe")
 
 
 @dataclass(frozen=True)
@@ -473,9 +472,7 @@ def evaluate(task: dict) -> dict:
     if quiet is None:
         return analyse(task, _WORKER["model"])
     return ga.with_baseline(
-        task,
-        lambda: analyse(task, _WORKER["model"]),
-        lambda: analyse({**task, "folder": task["folder"] + "-baseline"}, quiet),
+        task, lambda t: analyse(t, _WORKER["model"]), lambda t: analyse(t, quiet)
     )
 
 

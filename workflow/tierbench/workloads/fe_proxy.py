@@ -833,8 +833,8 @@ def evaluate(task: dict) -> dict:
     quiet, quiet_deck = _WORKER["baseline"]
     return ga.with_baseline(
         task,
-        lambda: analyse(task, _WORKER["output"], _WORKER["deck_model"]),
-        lambda: analyse({**task, "folder": task["folder"] + "-baseline"}, quiet, quiet_deck),
+        lambda t: analyse(t, _WORKER["output"], _WORKER["deck_model"]),
+        lambda t: analyse(t, quiet, quiet_deck),
     )
 
 

@@ -204,17 +204,21 @@ def optimise_in_pool(
     }
 
 
-def with_baseline(task: dict, measured: Callable[[], dict], baseline: Callable[[], dict]) -> dict:
-    """An evaluation and its baseline (the same analysis without field output) back to back,
-    the order alternating with the evaluation's number: the evaluation's record, with the
-    baseline's times and increments under ``baseline`` (None when the baseline failed).
+def with_baseline(
+    task: dict, measured: Callable[[dict], dict], baseline: Callable[[dict], dict]
+) -> dict:
+    """An evaluation and its baseline (the same analysis without field output, in the
+    evaluation's folder + ``-baseline``) back to back, the order alternating with the
+    evaluation's number: the evaluation's record, with the baseline's times and increments
+    under ``baseline`` (None when the baseline failed).
 
     Both see the same state of the machine, which two jobs minutes apart do not: the
     difference is what the output costs (``paired_baseline`` of both FE workloads).
     """
     odd = int(task["label"][-3:]) % 2
-    first, second = (measured, baseline) if odd else (baseline, measured)
-    done = [first(), second()]
+    quiet_task = {**task, "folder": task["folder"] + "-baseline"}
+    runs = ((measured, task), (baseline, quiet_task))
+    done = [run(t) for run, t in (runs if odd else runs[::-1])]
     record, quiet = (done[0], done[1]) if odd else (done[1], done[0])
     keep = ("cpu_time", "eval_time", "increments")
     record["baseline"] = {k: quiet[k] for k in keep} if quiet.get("ok") else None
