@@ -410,10 +410,9 @@ def ccx_costs(shape: dict, sets: int, round_: int) -> dict[str, list[float]]:
         found = {"costs": [], "bytes": []}
         for i in range(sets):
             parameters = {n: float(rng.uniform(*b)) for n, b in fe_proxy.BOUNDS.items()}
-            done = {w: evaluate(parameters, w, f"e{i:03d}-{w}") for w in rotated([True, False], i)}
-            with_, without = done[True], done[False]
-            found["costs"].append((with_["cpu_time"] - without["cpu_time"]) / with_["increments"])
-            found["bytes"].append((with_["bytes"] - without["bytes"]) / with_["increments"])
+            with_, without = evaluate.pair(parameters, i, "ccx")
+            found["costs"].append(proxy_fidelity.per_increment(with_, without))
+            found["bytes"].append(proxy_fidelity.per_increment(with_, without, "bytes"))
         found["sink_per_byte"] = sink_cost_per_byte(folder.path)
     return found
 
@@ -507,22 +506,30 @@ def ccx_field_costs(runs: dict[str, list[dict]]) -> list[float | None]:
     return costs
 
 
+def in_place(runs: dict[str, list[dict]]) -> dict[int, list[tuple[float, float, float]]]:
+    """Per round with a ccx cost, per evaluation (CPU time): (output off, void, output off +
+    ccx's field output for its increments + the rest of the output from C)."""
+    found = {}
+    for r, cost in enumerate(ccx_field_costs(runs)):
+        if cost is None:
+            continue
+        paired, rest = runs["paired"][r], runs["replay_rest"][r]["seconds"]
+        found[r] = [(off, void, off + c + cost * n) for (off, void), c, n in
+                    zip(paired["cpu_pairs"], rest, paired["increments"], strict=True)]  # fmt: skip
+    return found
+
+
 def goal_row(runs: dict[str, list[dict]], goal) -> dict:
     """void / (off + ccx's field output for the evaluation's increments + the rest from C),
     CPU time, per evaluation; with the ratio of the round totals and its interval."""
     ccx = ccx_field_costs(runs)
-    values, totals, kept = [], {"void": [], "reference": []}, []
-    for r, cost in enumerate(ccx):
-        if cost is None:
-            continue
-        kept.append(r)
-        paired, rest = runs["paired"][r], runs["replay_rest"][r]["seconds"]
-        reference = [off + c + cost * n for (off, _), c, n in
-                     zip(paired["cpu_pairs"], rest, paired["increments"], strict=True)]  # fmt: skip
-        void = [v for _, v in paired["cpu_pairs"]]
-        values += [v / ref for v, ref in zip(void, reference, strict=True)]
-        totals["void"].append(sum(void))
-        totals["reference"].append(sum(reference))
+    rounds = in_place(runs)
+    kept = list(rounds)
+    values = [void / ref for evaluations in rounds.values() for _, void, ref in evaluations]
+    totals = {
+        key: [sum(e[at] for e in evaluations) for evaluations in rounds.values()]
+        for key, at in (("void", 1), ("reference", 2))
+    }
     found = None
     if kept:
         found = intervals.ratio(intervals.sample(totals["void"], kept),
@@ -578,15 +585,11 @@ def c_floor_rows(runs: dict[str, list[dict]]) -> list[dict]:
     off_sum, void_sum, calls_sum = sum(p[0] for p in pairs), sum(p[1] for p in pairs), sum(calls_s)
     increments = [n for r in runs["paired"] for n in r["increments"]]
     # CalculiX in the proxy's place: (off + its field output + the rest from C) / the floor
-    in_place = []
-    for r, cost in enumerate(ccx_field_costs(runs)):
-        if cost is None:
-            continue
-        paired = runs["paired"][r]
-        for (off, _), n, rest, whole in zip(paired["cpu_pairs"], paired["increments"],
-                                            runs["replay_rest"][r]["seconds"],
-                                            runs["replay"][r]["seconds"], strict=True):  # fmt: skip
-            in_place.append((off + rest + cost * n) / (off + whole))
+    application = [
+        ref / (off + whole)
+        for r, evaluations in in_place(runs).items()
+        for (off, _, ref), whole in zip(evaluations, runs["replay"][r]["seconds"], strict=True)
+    ]
     return [
         row(
             3,
@@ -614,7 +617,7 @@ def c_floor_rows(runs: dict[str, list[dict]]) -> list[dict]:
             "CalculiX in the proxy's place on the floor: (output off + ccx's own field output "
             "+ the rest from C) / (output off + the whole output made from C), per evaluation",
             "ratio",
-            in_place,
+            application,
             None,
             "what the application itself scores against the C floor: formatting between "
             "solver iterations, on colder caches, costs it more than a tight loop",

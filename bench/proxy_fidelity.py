@@ -114,13 +114,17 @@ def cfd_costs(found: dict) -> dict:
     return {"within": found["write_cost"]}
 
 
+def per_increment(with_: dict, without: dict, metric: str = "cpu_time") -> float:
+    """What field output cost one analysis, per increment it took: (with - without) / its
+    increments (each solver writes an increment's results)."""
+    return (with_[metric] - without[metric]) / with_["increments"]
+
+
 def fe_costs(pairs: list[tuple[dict, dict]]) -> dict:
-    """Per increment, the median over the sets of (with output - without) / increments, on
-    the CPU time (the goal) and the wall time."""
+    """Per increment, the median over the sets of :func:`per_increment`, on the CPU time
+    (the goal) and the wall time."""
     return {
-        key: statistics.median(
-            (with_[metric] - without[metric]) / with_["increments"] for with_, without in pairs
-        )
+        key: statistics.median(per_increment(with_, without, metric) for with_, without in pairs)
         for key, metric in (("increment", "cpu_time"), ("wall", "eval_time"))
     }
 
@@ -153,6 +157,17 @@ class Evaluator:
             raise RuntimeError(f"{self.module.__name__} evaluation {label}: {record['error']}")
         return record
 
+    def pair(self, parameters: dict, i: int, prefix: str) -> tuple[dict, dict]:
+        """The set ``i`` analysed with field output and without, back to back, which goes
+        first alternating with ``i``: (with, without)."""
+        done = {
+            writing: self(
+                parameters, writing, f"{prefix}-{'write' if writing else 'nowrite'}-e{i:03d}"
+            )
+            for writing in rotated([True, False], i)
+        }
+        return done[True], done[False]
+
 
 def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
     """Both workloads analyse the same parameter sets with field output and without, back to
@@ -172,11 +187,7 @@ def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
         # interleaved one by one, a workload's runs right after the other's were slower
         for workload in rotated(list(evaluators), round_):
             for i, parameters in enumerate(sets):
-                done = {}
-                for writing in rotated([True, False], i):
-                    label = f"{workload}-{'write' if writing else 'nowrite'}-e{i:03d}"
-                    done[writing] = evaluators[workload](parameters, writing, label)
-                pairs[workload].append((done[True], done[False]))
+                pairs[workload].append(evaluators[workload].pair(parameters, i, workload))
     cost = {w: fe_costs(found) for w, found in pairs.items()}
     side = {
         w: {
