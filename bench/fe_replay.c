@@ -24,6 +24,9 @@
  *     f NODES K              format a block of NODES nodes of K values each:
  *                            the next NODES x (1 + K) numbers of VALUES
  *                            (float32: the node's number, then its values)
+ *     i                      a segment ends: the calls up to here are made at
+ *                            one point of the solve (its start, an increment,
+ *                            its end), when the replay runs in place
  *
  * Every evaluation is replayed REPEATS times after one warm-up replay, the
  * repeats of the whole trace in turn (so an evaluation's repeats are apart,
@@ -32,6 +35,13 @@
  *
  *     gcc -O2 -D_FORTIFY_SOURCE=2 -o fe_replay fe_replay.c   (as Debian builds ccx)
  *     ./fe_replay TRACE VALUES PATH REPEATS
+ *
+ * Built with -shared -fPIC it is also a library, for the replay in place:
+ * fe_replay_open(TRACE, VALUES, PATH) loads the trace, and
+ * fe_replay_segment(E, S) makes the calls of evaluation E's segment S, called
+ * by the bench between the solver's increments where the proxy makes them.
+ * A negative E makes no call (what calling the library costs); fe_replay_made()
+ * counts the file calls made.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,7 +70,19 @@ typedef struct {
 typedef struct {
     Call *calls;
     long count, bytes, blocks, numbers; /* blocks: of the calls, the formatted ones */
+    long *marks; /* where each segment's calls begin; marks[segments] = count */
+    int segments;
 } Evaluation;
+
+/* A segment more for ``e``, beginning at its next call. */
+static void mark(Evaluation *e) {
+    e->marks = realloc(e->marks, sizeof(long) * (size_t)(e->segments + 2));
+    if (!e->marks) {
+        fprintf(stderr, "fe_replay: out of memory\n");
+        exit(2);
+    }
+    e->marks[e->segments++] = e->count;
+}
 
 static void die(const char *what, const char *detail) {
     fprintf(stderr, "fe_replay: %s %s: %s\n", what, detail, strerror(errno));
@@ -120,8 +142,13 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
         if (line[0] == 'e') {
             evals = realloc(evals, sizeof(Evaluation) * (size_t)(n + 1));
             if (!evals) die("realloc", trace);
-            evals[n++] = (Evaluation){NULL, 0, 0, 0, 0};
+            evals[n++] = (Evaluation){NULL, 0, 0, 0, 0, NULL, 0};
+            mark(&evals[n - 1]);
             capacity = 0;
+            continue;
+        }
+        if (line[0] == 'i' && n > 0) {
+            mark(&evals[n - 1]);
             continue;
         }
         int k = numbers(line, v, 2 + MAX_PARTS);
@@ -161,6 +188,7 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
         e->calls[e->count++] = c;
     }
     fclose(in);
+    for (int e = 0; e < n; e++) evals[e].marks[evals[e].segments] = evals[e].count;
     *count = n;
     return evals;
 }
@@ -182,13 +210,18 @@ static void format_block(FILE *out, const float *v, int nodes, long k) {
     fflush(out);
 }
 
-/* One evaluation's calls on PATH; the recorded descriptors mapped to the real ones. */
-static void replay(const Evaluation *e, const char *path, char *data, int *fds,
-                   const float *values, FILE *out) {
+/* The file calls replayed so far (the formatted blocks are not file calls). */
+static long made;
+
+/* Calls first to last - 1 of an evaluation on PATH; the recorded descriptors mapped to the
+ * real ones. */
+static void replay(const Evaluation *e, long first, long last, const char *path, char *data,
+                   int *fds, const float *values, FILE *out) {
     struct iovec iov[MAX_PARTS];
     struct stat status;
-    for (long i = 0; i < e->count; i++) {
+    for (long i = first; i < last; i++) {
         const Call *c = &e->calls[i];
+        made += c->op != 'f';
         switch (c->op) {
         case 'o':
             fds[c->fd] = open(path, (int)c->a, 0666);
@@ -223,41 +256,78 @@ static void replay(const Evaluation *e, const char *path, char *data, int *fds,
     }
 }
 
+/* What a replay needs, made once from the trace. */
+static struct {
+    Evaluation *evals;
+    int count;
+    char *path, *data;
+    int fds[MAX_FD];
+    float *values;
+    FILE *out;
+} R;
+
+/* Loads TRACE and the numbers of its blocks from VALUES, to be replayed on PATH; returns
+ * the evaluations. */
+int fe_replay_open(const char *trace, const char *values_file, const char *path) {
+    long largest, formatted;
+    R.evals = load(trace, &R.count, &largest, &formatted);
+    R.values = malloc(sizeof(float) * (size_t)(formatted + 1));
+    FILE *numbers = fopen(values_file, "rb");
+    if (!R.values || !numbers) die("read", values_file);
+    if (fread(R.values, sizeof(float), (size_t)formatted, numbers) != (size_t)formatted) {
+        errno = EINVAL;
+        die("fewer numbers than the trace's blocks take in", values_file);
+    }
+    fclose(numbers);
+    char *memory = malloc(FORMATTED);
+    R.out = memory ? fmemopen(memory, FORMATTED, "w") : NULL;
+    if (!R.out) die("fmemopen", "");
+    R.data = malloc((size_t)largest);
+    R.path = strdup(path);
+    if (!R.data || !R.path) die("malloc", "");
+    memset(R.data, 'x', (size_t)largest);
+    return R.count;
+}
+
+/* How many segments evaluation ``e`` has (0 for no such evaluation). */
+int fe_replay_segments(int e) { return e >= 0 && e < R.count ? R.evals[e].segments : 0; }
+
+/* The calls of evaluation ``e``'s segment ``s``; none for a negative ``e``. */
+void fe_replay_segment(int e, int s) {
+    if (e < 0) return;
+    if (e >= R.count || s < 0 || s >= R.evals[e].segments) {
+        errno = EINVAL;
+        die("no such segment in", "the trace");
+    }
+    const Evaluation *ev = &R.evals[e];
+    replay(ev, ev->marks[s], ev->marks[s + 1], R.path, R.data, R.fds, R.values, R.out);
+}
+
+/* The file calls made since the trace was opened. */
+long fe_replay_made(void) { return made; }
+
+static void replay_all(int e) {
+    replay(&R.evals[e], 0, R.evals[e].count, R.path, R.data, R.fds, R.values, R.out);
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: fe_replay TRACE VALUES PATH REPEATS\n");
         return 1;
     }
-    const char *path = argv[3];
-    int repeats = atoi(argv[4]), count;
+    int repeats = atoi(argv[4]);
     if (repeats < 1) {
         fprintf(stderr, "fe_replay: REPEATS must be at least 1\n");
         return 1;
     }
-    long largest, formatted;
-    Evaluation *evals = load(argv[1], &count, &largest, &formatted);
-    float *values = malloc(sizeof(float) * (size_t)(formatted + 1));
-    FILE *numbers = fopen(argv[2], "rb");
-    if (!values || !numbers) die("read", argv[2]);
-    if (fread(values, sizeof(float), (size_t)formatted, numbers) != (size_t)formatted) {
-        errno = EINVAL;
-        die("fewer numbers than the trace's blocks take in", argv[2]);
-    }
-    fclose(numbers);
-    char *memory = malloc(FORMATTED);
-    FILE *out = memory ? fmemopen(memory, FORMATTED, "w") : NULL;
-    if (!out) die("fmemopen", "");
-    char *data = malloc((size_t)largest);
-    if (!data) die("malloc", "");
-    memset(data, 'x', (size_t)largest);
-    int fds[MAX_FD];
+    int count = fe_replay_open(argv[1], argv[2], argv[3]);
     double *times = malloc(sizeof(double) * (size_t)count * (size_t)repeats);
     if (!times) die("malloc", "");
-    for (int e = 0; e < count; e++) replay(&evals[e], path, data, fds, values, out); /* warm-up */
+    for (int e = 0; e < count; e++) replay_all(e); /* warm-up */
     for (int r = 0; r < repeats; r++)
         for (int e = 0; e < count; e++) {
             double start = now();
-            replay(&evals[e], path, data, fds, values, out);
+            replay_all(e);
             times[(size_t)e * repeats + r] = now() - start;
         }
     for (int e = 0; e < count; e++) {
@@ -265,7 +335,7 @@ int main(int argc, char **argv) {
         qsort(mine, (size_t)repeats, sizeof(double), compare);
         double median = repeats % 2 ? mine[repeats / 2]
                                     : 0.5 * (mine[repeats / 2 - 1] + mine[repeats / 2]);
-        const Evaluation *ev = &evals[e];
+        const Evaluation *ev = &R.evals[e];
         printf("%.9f %ld %ld %ld\n", median, ev->count - ev->blocks, ev->bytes, ev->numbers);
     }
     return 0;

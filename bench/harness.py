@@ -55,6 +55,14 @@ class Goal(NamedTuple):
     def met_by(self, median: float) -> bool:
         return bool(median >= self.value if self.op == ">=" else median <= self.value)
 
+    def decided(self, low: float, high: float) -> str:
+        """What an interval [low, high] of the figure says of the goal."""
+        if self.met_by(low) and self.met_by(high):
+            return "the interval meets the goal"
+        if not self.met_by(low) and not self.met_by(high):
+            return "the interval misses the goal"
+        return "the interval straddles the goal: undecided"
+
 
 def at_least(value: float, unit: str = "ratio") -> Goal:
     return Goal(">=", value, unit)

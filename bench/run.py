@@ -48,7 +48,8 @@ ITEMS = [
     Item(
         3,
         instrument="fe_proxy evaluations with every file written to /dev/null",
-        reference="output off, back to back, + ccx's own field-output cost + the rest from C",
+        reference="the same solve, back to back, with the rest of the output from C in place "
+        "+ ccx's own field-output cost",
         goal=at_most(1.05),
         module=fe_output_overhead,
     ),

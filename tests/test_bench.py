@@ -11,6 +11,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -80,6 +81,14 @@ def test_goal_is_met_by_the_median_not_the_extremes():
     assert harness.row(1, "k", "m", "ratio", [0.5, 0.85, 1.0], goal)["met"] is False
     assert harness.row(1, "k", "m", "s", [6.0], harness.at_most(5.0, "s"))["met"] is False
     assert harness.row(1, "k", "m", "ratio", [1.0], None)["met"] is None
+
+
+def test_goal_says_what_an_interval_decides():
+    goal = harness.at_most(1.05)
+    assert goal.decided(1.01, 1.04) == "the interval meets the goal"
+    assert goal.decided(1.06, 1.10) == "the interval misses the goal"
+    assert goal.decided(1.01, 1.08).endswith("straddles the goal: undecided")
+    assert harness.at_least(0.8).decided(0.7, 0.79) == "the interval misses the goal"
 
 
 def test_a_failing_item_is_one_failed_row_and_the_others_still_run():
@@ -241,8 +250,9 @@ def test_goal_flags(tiny_run):
 @pytest.mark.e2e
 @needs_tools
 def test_fe_overhead_pairs_every_evaluation(tiny_run):
-    """Item 3 runs each evaluation output-off and to the void; its references are ccx's own
-    field output plus the rest from C (the goal) and the whole output from C (the floor)."""
+    """Item 3 runs each evaluation output off, to the void and with the rest of the output from
+    C in place; its references are ccx's own field output plus the rest from C in place (the
+    goal) or in a loop, and the whole output from C (the floor)."""
     _, result = tiny_run
     per_round = 4 * 1  # --tiny: population 4 x 1 generation, 2 rounds
     floor = next(row for row in result["rows"] if row["key"] == "fe_over_c_output")
@@ -256,17 +266,28 @@ def test_fe_overhead_pairs_every_evaluation(tiny_run):
     assert len(ccx) == 2 and len(goal["sink_s_per_byte"]) == 2
     assert all(s >= 0 for s in goal["sink_s_per_byte"])
     costs = [c for c in ccx for _ in range(per_round) if c is not None]
-    assert goal["n"] == len(costs) == len(goal["off_cpu_s"]) == len(goal["c_rest_s"])
+    in_place = goal["c_rest_in_place_s"]
+    assert goal["n"] == len(costs) == len(goal["off_cpu_s"]) == len(in_place)
     found = [
-        v / (o + rest + c * n) for o, v, rest, c, n in zip(
-            goal["off_cpu_s"], goal["void_cpu_s"], goal["c_rest_s"], costs, goal["increments"],
-            strict=True,
+        v / (rest + c * n) for v, rest, c, n in zip(
+            goal["void_cpu_s"], in_place, costs, goal["increments"], strict=True
         )
     ]  # fmt: skip
     assert sorted(found) == pytest.approx(sorted(goal["values"]))
+    # the solve with the rest of the output made from C costs more than the solve alone
+    assert statistics.median(in_place) > statistics.median(goal["off_cpu_s"])
+    loop = next(row for row in result["rows"] if row["key"] == "fe_over_c_rest_loop")
+    assert loop["goal"] is None and loop["n"] == goal["n"]
+    found = [
+        v / (o + rest + c * n) for o, v, rest, c, n in zip(
+            goal["off_cpu_s"], goal["void_cpu_s"], loop["c_rest_s"], costs, goal["increments"],
+            strict=True,
+        )
+    ]  # fmt: skip
+    assert sorted(found) == pytest.approx(sorted(loop["values"]))
     # the rest (no field output) is less than the whole output made from C
-    assert all(0 < t for t in goal["c_rest_s"])
-    assert statistics.median(goal["c_rest_s"]) < statistics.median(floor["c_calls_s"])
+    assert all(0 < t for t in loop["c_rest_s"])
+    assert statistics.median(loop["c_rest_s"]) < statistics.median(floor["c_calls_s"])
     plain = next(row for row in result["rows"] if row["key"] == "fe_void_over_off")
     assert plain["goal"] is None and plain["n"] == 2 * per_round
 
@@ -278,7 +299,9 @@ def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
     trace = tmp_path / "calls.trace"
     made = fe_output_overhead.record_trace(config, trace)
     assert len(made) == 4 and all(m["calls"] > 100 and m["bytes"] > 0 for m in made)
-    evaluation = trace.read_text().split("e\n")[1].splitlines()
+    labels = fe_output_overhead.traced_labels(trace)
+    assert labels == sorted(set(labels)) and len(labels) == 4
+    evaluation = trace.read_text().split(f"e {labels[0]}\n")[1].splitlines()
     # the deck: created, written in one writev of its two parts, closed
     assert evaluation[0] == f"o {fe_output_overhead.fe_proxy.CREATE} 0"
     assert evaluation[1].startswith("v 0 2 ") and evaluation[2] == "c 0"
@@ -288,11 +311,47 @@ def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
     assert all(r["seconds"] > 0 for r in replayed)
 
 
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="the C replay needs gcc")
+def test_fe_replay_in_place_makes_each_evaluations_calls_at_its_increments(tmp_path):
+    """Item 3's reference in place: a segment before the solve, one an increment, one at its
+    end; together the traced evaluation's calls, and the same solve as output off."""
+    fe = fe_output_overhead
+    config = fe.fe_proxy.settings({**fe.SIZES["tiny"]["fe"], "frd_every": 0})
+    trace = tmp_path / "rest.trace"
+    made = fe.record_trace(config, trace)
+    fe.load_c_rest(fe.compile_replay(tmp_path, library=True), trace)
+    lib = fe._C_REST["lib"]
+    with fe.fe_mode("off"):  # the same optimisation: its tasks, and its solves without output
+        evaluations = fe.fe_proxy.optimise(config, tmp_path)["evaluations"]
+    assert [e["label"] for e in evaluations] == fe.traced_labels(trace)
+    bar = config.bar
+    target = fe.fe_proxy.target_curve(bar, config.noise, config.ga.seed)
+    fe.fe_proxy.init_worker(bar, config.output, target)
+    for off, expected in zip(evaluations, made, strict=True):
+        task = {"label": off["label"], "parameters": off["parameters"]}
+        before = lib.fe_replay_made()
+        record = fe.evaluate_c_rest(task)
+        assert lib.fe_replay_made() - before == expected["calls"]
+        assert record["calls_into_c"] == off["increments"] + 2
+        assert record["misfit"] == off["misfit"]
+    assert fe.c_call_cost(1000) > 0
+    for increments, what in ((bar.increments - 1, "fewer"), (bar.increments + 1, "more")):
+        other = replace(bar, increments=increments)
+        fe.fe_proxy.init_worker(other, config.output, fe.fe_proxy.target_curve(other, 0, 1))
+        with pytest.raises(RuntimeError, match=f"{what} increments than the C replay"):
+            fe.evaluate_c_rest(task)
+
+
 def test_fe_overhead_goal_takes_each_rounds_ccx_cost_less_its_tmpfs_pages():
     """Item 3's reference per evaluation: off + the rest from C + (ccx's cost per increment,
     less the tier's pages of its field bytes) x increments; a round whose ccx cost is not
     above zero gives no ratio, and a goal nothing measured is not met."""
-    paired = {"cpu_pairs": [(0.010, 0.016), (0.012, 0.018)], "increments": [40, 41]}
+    paired = {
+        "cpu_pairs": [(0.010, 0.016), (0.012, 0.018)],
+        "c_rest_cpu": [0.0107, 0.0128],
+        "increments": [40, 41],
+        "call_cost": 1e-6,
+    }
     runs = {
         "paired": [paired, paired],
         "replay_rest": [{"seconds": [0.0004, 0.0005]}] * 2,
@@ -304,9 +363,13 @@ def test_fe_overhead_goal_takes_each_rounds_ccx_cost_less_its_tmpfs_pages():
     found = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
     cost = 2.0e-4 - 0.5e-9 * 18e3
     assert found["ccx_field_cost_per_increment_s"] == [pytest.approx(cost), None]
-    expected = [0.016 / (0.010 + 0.0004 + cost * 40), 0.018 / (0.012 + 0.0005 + cost * 41)]
+    expected = [0.016 / (0.0107 + cost * 40), 0.018 / (0.0128 + cost * 41)]
     assert found["values"] == pytest.approx(expected)
     assert found["met"] is True and "1 round(s) without a ratio" in found["detail"]
+    assert "no interval" in found["detail"]  # one round: nothing to bootstrap
+    loop = fe_output_overhead.loop_row(runs)
+    expected = [0.016 / (0.010 + 0.0004 + cost * 40), 0.018 / (0.012 + 0.0005 + cost * 41)]
+    assert loop["values"] == pytest.approx(expected) and loop["goal"] is None
 
     runs["ccx"] = runs["ccx"][1:] * 2
     nothing = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
