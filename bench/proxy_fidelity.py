@@ -22,9 +22,10 @@ application's, for the same shape on /dev/shm.
   runs it) on the same parameter sets, drawn from the GA's bounds. Neither can
   turn all output off (ccx always writes .dat, .sta, .cvg and the .frd's mesh),
   so each set is analysed with field output every increment (``frd_every: 1``;
-  calculix ``frd_fields: full``) and with none (``frd_every: 0``), back to back,
-  the order alternating, and the I/O cost per write = median over the sets of
-  (with - without) / the increments the analysis took: each solver writes an
+  calculix ``frd_fields: full``) and with none, back to back, the order
+  alternating: by the workload's own ``paired_baseline``, as the fe_tmpfs
+  study's fidelity points run it. The I/O cost per write = median over the
+  sets of (with - without) / the increments the analysis took: each solver writes an
   increment's results, and ccx takes more increments than the proxy for the
   same bar (it cuts back, more so where the material is far from the truth).
   For both the difference includes computing and formatting the fields they
@@ -99,8 +100,9 @@ def cfd_params(workload: str, shape: dict) -> dict:
     return complete(workload, params)
 
 
-def fe_params(workload: str, shape: dict, writing: bool) -> dict:
-    params = {**shape, "cores": 1, "seed": 1, "frd_every": 1 if writing else 0}
+def fe_params(workload: str, shape: dict) -> dict:
+    """Field output every increment, each evaluation paired with its baseline without."""
+    params = {**shape, "cores": 1, "seed": 1, "frd_every": 1, "paired_baseline": True}
     del params["evaluations"]
     if workload == "calculix":
         params.update(frd_fields="full", solver_log="file")
@@ -130,43 +132,36 @@ def fe_costs(pairs: list[tuple[dict, dict]]) -> dict:
 
 
 class Evaluator:
-    """A workload's ``evaluate`` with field output and without, as its GA workers run it."""
+    """A workload's ``evaluate`` as its GA workers run it with ``paired_baseline``: each
+    parameter set analysed with field output and without, back to back."""
 
     def __init__(self, workload: str, shape: dict, root: Path):
         self.module = importlib.import_module(f"tierbench.workloads.{workload}")
-        self.root, self.states = root, {}
-        for writing in (True, False):
-            config = self.module.settings(fe_params(workload, shape, writing))
-            if workload == "calculix":
-                target = self.module.target_curve(config, root)
-                args = (config.model, target, config.solver_log)
-            else:
-                target = self.module.target_curve(config.bar, config.noise, config.ga.seed)
-                args = (config.bar, config.output, target)
-            self.module.init_worker(*args)
-            self.states[writing] = dict(self.module._WORKER)
+        self.root = root
+        config = self.module.settings(fe_params(workload, shape))
+        if workload == "calculix":
+            target = self.module.target_curve(config, root)
+            args = (config.model, target, config.solver_log)
+        else:
+            target = self.module.target_curve(config.bar, config.noise, config.ga.seed)
+            args = (config.bar, config.output, target)
+        self.module.init_worker(*args, paired=True)
+        self.state = dict(self.module._WORKER)
 
-    def __call__(self, parameters: dict, writing: bool, label: str) -> dict:
+    def pair(self, parameters: dict, i: int, prefix: str) -> tuple[dict, dict]:
+        """The set ``i`` analysed with field output and without, back to back, the workload's
+        own way (which goes first alternates with ``i``): (with, without)."""
         worker = self.module._WORKER
         worker.clear()
-        worker.update(self.states[writing])
+        worker.update(self.state)  # as it was made, whatever ran in between
+        label = f"{prefix}-e{i:03d}"
         record = self.module.evaluate(
             {"folder": str(self.root / label), "label": label, "parameters": parameters}
         )
-        if not record["ok"]:
-            raise RuntimeError(f"{self.module.__name__} evaluation {label}: {record['error']}")
-        return record
-
-    def pair(self, parameters: dict, i: int, prefix: str) -> tuple[dict, dict]:
-        """The set ``i`` analysed with field output and without, back to back, which goes
-        first alternating with ``i``: (with, without)."""
-        done = {
-            writing: self(
-                parameters, writing, f"{prefix}-{'write' if writing else 'nowrite'}-e{i:03d}"
-            )
-            for writing in rotated([True, False], i)
-        }
-        return done[True], done[False]
+        if not record["ok"] or record["baseline"] is None:
+            error = record["error"] or "its baseline without field output failed"
+            raise RuntimeError(f"{self.module.__name__} evaluation {label}: {error}")
+        return record, record["baseline"]
 
 
 def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:

@@ -209,8 +209,8 @@ def with_baseline(
 ) -> dict:
     """An evaluation and its baseline (the same analysis without field output, in the
     evaluation's folder + ``-baseline``) back to back, the order alternating with the
-    evaluation's number: the evaluation's record, with the baseline's times and increments
-    under ``baseline`` (None when the baseline failed).
+    evaluation's number: the evaluation's record, with the baseline's times, increments and
+    bytes under ``baseline`` (None when the baseline failed).
 
     Both see the same state of the machine, which two jobs minutes apart do not: the
     difference is what the output costs (``paired_baseline`` of both FE workloads).
@@ -220,6 +220,6 @@ def with_baseline(
     runs = ((measured, task), (baseline, quiet_task))
     done = [run(t) for run, t in (runs if odd else runs[::-1])]
     record, quiet = (done[0], done[1]) if odd else (done[1], done[0])
-    keep = ("cpu_time", "eval_time", "increments")
+    keep = ("cpu_time", "eval_time", "increments", "bytes")
     record["baseline"] = {k: quiet[k] for k in keep} if quiet.get("ok") else None
     return record
