@@ -6,6 +6,7 @@ run, after a run with failed points, and after a run killed with SIGKILL and
 resumed with --rerun-incomplete.
 """
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -79,25 +80,48 @@ def test_user_files_survive_a_run_with_failed_points(pipeline, tmp_path):
     assert "Points without a number" in html and "max_bytes" in html
 
 
-def pids_mentioning(text: str) -> list[int]:
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
     found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+        if not proc.name.isdigit():
             continue
         try:
-            if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(proc.name))
+            stat = (proc / "stat").read_text()
         except OSError:
-            pass
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:  # after "(comm)": state, ppid
+            found.append(int(proc.name))
     return found
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and every process under it, as a scheduler kills a job: all of them
+    stopped first, so none sees another die (a job cleaning up after its fio was killed)."""
+    stopped, waiting = [], [root]
+    while waiting:
+        pid = waiting.pop()
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            continue
+        stopped.append(pid)
+        waiting.extend(children(pid))  # stopped, it starts no more
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_killed_run_resumes_and_leaves_nothing(pipeline, tmp_path):
     users = tmp_path / "users"
     users.mkdir()
     before = fill_with_user_files(users)
-    # direct 4k writes take the whole runtime: long enough to be killed midway
-    params = {**BASE_PARAMS, "block_size": "4k", "io_mode": "direct", "size": "64MiB", "runtime": 4}
+    # 4 GiB of direct 4k writes: fio stops at its runtime, long enough to be killed midway
+    # (with only the 64 MiB file to write, a fast disk was done before the kill)
+    params = {
+        **BASE_PARAMS, "block_size": "4k", "io_mode": "direct", "size": "64MiB",
+        "io_size": "4GiB", "runtime": 4,
+    }  # fmt: skip
     config = write_config(
         tmp_path / "c.yaml", {"users": {"path": str(users), "class": "disk"}}, params, ["users"]
     )
@@ -115,11 +139,7 @@ def test_killed_run_resumes_and_leaves_nothing(pipeline, tmp_path):
             pytest.fail("the run ended before it could be killed")
         time.sleep(0.1)
     time.sleep(1)
-    for pid in set(pids_mentioning(str(tmp_path))) | {process.pid}:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_tree(process.pid)
     process.wait(timeout=30)
     left = [p for p in users.glob("tierbench-*") if (p / ".tierbench-run").exists()]
     assert left, "the killed run should have left its run folder behind"
