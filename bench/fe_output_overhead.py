@@ -1,14 +1,14 @@
 """Item 3: does fe_proxy's output code cost more than the output of the application it models?
 
 Each evaluation of the ``fe_tmpfs`` optimisation (population 30 x 2
-generations, 10 elements, 40 increments, 1 worker) runs three times back to
+generations, 10 elements, 40 increments, 1 worker) runs four times back to
 back, in an order that turns from one evaluation to the next: with every file
 written to /dev/null through fe_proxy's own Disk (the void: the same calls,
-no storage), with output off (the same solve, no files), and with the rest of
-the output made from C in place (below). The void run makes the
-application's output: every file-system call of its pattern (CalculiX's:
-~1,000 calls an evaluation) and the numbers of its results formatted into its
-.frd (~35,000 an evaluation).
+no storage), the same without field output, with output off (the same solve,
+no files), and with the rest of the output made from C in place (below). The
+void run makes the application's output: every file-system call of its
+pattern (CalculiX's: ~1,000 calls an evaluation) and the numbers of its
+results formatted into its .frd (~35,000 an evaluation).
 
 The reference is the solve plus that output as the application pays for it,
 measured in the same rounds:
@@ -33,7 +33,9 @@ measured in the same rounds:
 
 Goal: void / (the solve with the rest from C in place + ccx's field output)
 at most 1.05, on CPU time, median over the evaluations. Beside it, for the
-reader: the same with the rest made from C in a tight loop after output off
+reader: where the gap is (the proxy's rest of the output against the same
+calls from C, each in place; its field output per increment against ccx's);
+the same ratio with the rest made from C in a tight loop after output off
 (a floor: no solve between the calls); the whole output made from C in a
 tight loop (the same calls, the same numbers formatted as ccx formats them),
 which no program that costs what ccx's output costs reaches, and what ccx
@@ -219,19 +221,33 @@ def evaluate_c_rest(task: dict) -> dict:
     return record
 
 
+def evaluate_void_rest(task: dict) -> dict:
+    """The proxy's output to the void without field output (``frd_every`` 0): the rest alone,
+    the same calls the C replay of :func:`evaluate_c_rest` makes."""
+    output, deck = _C_REST["quiet"]
+    return fe_proxy.analyse(task, output, deck)
+
+
 #: each evaluation's runs in pair mode, by name, with the function that makes them
-PAIRED = {"off": evaluate_output_off, "void": None, "c_rest": evaluate_c_rest}
+PAIRED = {
+    "off": evaluate_output_off, "void": None, "void_rest": evaluate_void_rest,
+    "c_rest": evaluate_c_rest,
+}  # fmt: skip
 
 
 def evaluate_paired(task: dict) -> dict:
-    """One evaluation run three times back to back: output off, output to the void, and the
-    rest of the output from C in place.
+    """One evaluation run four times back to back: output off, output to the void, the void
+    without field output, and the rest of the output from C in place.
 
     The order turns from one evaluation to the next. The runs see the same
     state of a noisy machine, which whole runs of each mode, seconds apart, do
-    not. Returns the void run's record with each run's wall and CPU time.
+    not. Returns the void run's record with each run's wall and CPU time, and
+    the calls and bytes of the void without field output.
     """
     if "call_cost" not in _C_REST:  # once a worker, outside the timed runs
+        worker = fe_proxy._WORKER
+        quiet = replace(worker["output"], frd_every=0)
+        _C_REST["quiet"] = (quiet, fe_proxy.deck_model(worker["bar"], 0).encode())
         _C_REST["call_cost"] = c_call_cost()
     records, times = {}, {}
     for mode in rotated(tuple(PAIRED), int(task["label"][-3:])):
@@ -243,7 +259,9 @@ def evaluate_paired(task: dict) -> dict:
         raise RuntimeError(f"{task['label']}: the runs of one evaluation solved differently")
     # the calls into C are the bench's, not the output's: taken off
     times["c_rest_cpu"] -= records["c_rest"]["calls_into_c"] * _C_REST["call_cost"]
-    return {**records["void"], **times, "call_cost": _C_REST["call_cost"]}
+    rest = records["void_rest"]
+    made = {"calls": sum(rest["calls"].values()), "bytes": rest["bytes"]}
+    return {**records["void"], **times, "call_cost": _C_REST["call_cost"], "rest_made": made}
 
 
 # ---------------------------------------------------------------- the calls, traced for C
@@ -499,6 +517,8 @@ def fe_run(config, mode: str) -> dict:
         "pairs": [(e["off_wall"], e["void_wall"]) for e in paired],
         "cpu_pairs": [(e["off_cpu"], e["void_cpu"]) for e in paired],
         "c_rest_cpu": [e["c_rest_cpu"] for e in paired],
+        "void_rest_cpu": [e["void_rest_cpu"] for e in paired],
+        "rest_made": [e["rest_made"] for e in paired],
         "call_cost": statistics.median(e["call_cost"] for e in paired) if paired else None,
         "increments": [e.get("increments", 0) for e in paired],
         "made": [{"calls": sum(e["calls"].values()), "bytes": e["bytes"]} for e in paired],
@@ -557,7 +577,8 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
     made = record_trace(config, trace)
     # the same optimisation without field output: what is left of the output when ccx's
     # own field-output cost stands in for the proxy's
-    if len(record_trace(fe_proxy.settings({**size["fe"], "frd_every": 0}), rest)) != len(made):
+    made_rest = record_trace(fe_proxy.settings({**size["fe"], "frd_every": 0}), rest)
+    if len(made_rest) != len(made):
         raise RuntimeError("the optimisation without field output made other evaluations")
     binary = compile_replay(scratch)
     load_c_rest(compile_replay(scratch, library=True), rest)
@@ -565,9 +586,11 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
                "replay_rest": (binary, rest, size["repeats"])}  # fmt: skip
     ccx = ({"elements": config.bar.elements, "increments": config.bar.increments}, size["ccx_sets"])
     runs = run_rounds(config, size["rounds"], replays, ccx)
-    for r in runs["paired"] + runs["replay"]:
-        if r["made"] != made:
-            raise RuntimeError("the C replay and the proxy's evaluations made different calls")
+    checks = [(r["made"], made) for r in runs["paired"] + runs["replay"]]
+    checks += [(r["rest_made"], made_rest) for r in runs["paired"]]
+    checks += [(r["made"], made_rest) for r in runs["replay_rest"]]
+    if any(found != expected for found, expected in checks):
+        raise RuntimeError("the C replay and the proxy's evaluations made different calls")
     return overhead_rows(config, runs, goal)
 
 
@@ -731,6 +754,62 @@ def loop_row(runs: dict[str, list[dict]]) -> dict:
     )
 
 
+def split_rows(runs: dict[str, list[dict]]) -> list[dict]:
+    """Where the goal row's gap is, in place, per round (medians of its evaluations): the
+    proxy's rest of the output (the void without field output - off) against the same calls
+    from C (C in place - off), and its field output per increment (void - the void without
+    it) against ccx's."""
+    rest = {"python": [], "c": []}
+    field = {"proxy": [], "ccx": []}
+    for r, cost in enumerate(ccx_field_costs(runs)):
+        paired = runs["paired"][r]
+        off, void = zip(*paired["cpu_pairs"], strict=True)
+        quiet, n = paired["void_rest_cpu"], paired["increments"]
+        rest["python"].append(statistics.median(q - o for q, o in zip(quiet, off, strict=True)))
+        rest["c"].append(
+            statistics.median(c - o for c, o in zip(paired["c_rest_cpu"], off, strict=True))
+        )
+        if cost is not None:
+            per = zip(void, quiet, n, strict=True)
+            field["proxy"].append(statistics.median((v - q) / k for v, q, k in per))
+            field["ccx"].append(cost)
+    return [
+        compared(
+            "fe_rest_python_over_c",
+            "FE proxy's rest of the output (no field output) from Python / the same calls from "
+            "C, each in place (its evaluation's CPU time - output off's)",
+            rest["python"], rest["c"], "per evaluation",
+        ),
+        compared(
+            "fe_field_over_ccx",
+            "FE proxy's field output per increment (void - the void without field output) / "
+            "ccx's (with - without, its tmpfs pages taken off), CPU time",
+            field["proxy"], field["ccx"], "per increment",
+        ),
+    ]  # fmt: skip
+
+
+def compared(key: str, what: str, top: list, bottom: list, per: str) -> dict:
+    """A row of ``top`` / ``bottom`` per round, with the ratio of their medians over the
+    rounds and its interval."""
+    values = [a / b for a, b in zip(top, bottom, strict=True) if b > 0]
+    detail, interval = f"{len(values)} rounds", None
+    if values:
+        detail += (
+            f": {statistics.median(top) * 1e3:.3f} ms against "
+            f"{statistics.median(bottom) * 1e3:.3f} ms {per} (medians of the rounds)"
+        )
+        rounds = list(range(len(top)))
+        found = intervals.ratio(intervals.sample(top, rounds), intervals.sample(bottom, rounds))
+        if found.known:
+            interval = [found.low, found.high]
+            detail += (
+                f"; ratio of the medians {found.estimate:.3f} [{found.low:.3f}, "
+                f"{found.high:.3f}] (95%, bootstrap over the rounds)"
+            )
+    return row(3, key, what, "ratio", values, None, detail, interval=interval)
+
+
 def c_floor_rows(runs: dict[str, list[dict]]) -> list[dict]:
     """The whole output made from C in a tight loop, for the proxy and for ccx itself."""
     pairs = [pair for r in runs["paired"] for pair in r["cpu_pairs"]]
@@ -805,6 +884,7 @@ def overhead_rows(config, runs: dict[str, list[dict]], goal) -> list[dict]:
     first["detail"] += f"; {what}"
     return [
         first,
+        *split_rows(runs),
         loop_row(runs),
         *c_floor_rows(runs),
         row(

@@ -291,6 +291,11 @@ def test_fe_overhead_pairs_every_evaluation(tiny_run):
     assert statistics.median(loop["c_rest_s"]) < statistics.median(floor["c_calls_s"])
     plain = next(row for row in result["rows"] if row["key"] == "fe_void_over_off")
     assert plain["goal"] is None and plain["n"] == 2 * per_round
+    rounds = {"fe_rest_python_over_c": 2, "fe_field_over_ccx": len(costs) // per_round}
+    for key, n in rounds.items():  # at most: a round whose C rest is not above zero has none
+        split = next(row for row in result["rows"] if row["key"] == key)
+        assert split["goal"] is None and split["n"] <= n, key
+        assert all(math.isfinite(v) for v in split["values"]), key
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="the C replay needs gcc")
@@ -371,6 +376,14 @@ def test_fe_overhead_goal_takes_each_rounds_ccx_cost_less_its_tmpfs_pages():
     loop = fe_output_overhead.loop_row(runs)
     expected = [0.016 / (0.010 + 0.0004 + cost * 40), 0.018 / (0.012 + 0.0005 + cost * 41)]
     assert loop["values"] == pytest.approx(expected) and loop["goal"] is None
+
+    # where the gap is: the rest, Python over C in place; the field output over ccx's
+    paired["void_rest_cpu"] = [0.0112, 0.0131]
+    rest, field = fe_output_overhead.split_rows(runs)
+    assert rest["values"] == pytest.approx([(0.0012 + 0.0011) / (0.0007 + 0.0008)] * 2)
+    assert field["n"] == 1 and field["goal"] is None and rest["goal"] is None
+    per_increment = statistics.median([(0.016 - 0.0112) / 40, (0.018 - 0.0131) / 41])
+    assert field["values"] == pytest.approx([per_increment / cost])
 
     runs["ccx"] = runs["ccx"][1:] * 2
     nothing = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
