@@ -246,8 +246,7 @@ def evaluate_paired(task: dict) -> dict:
     """
     if "call_cost" not in _C_REST:  # once a worker, outside the timed runs
         worker = fe_proxy._WORKER
-        quiet = replace(worker["output"], frd_every=0)
-        _C_REST["quiet"] = (quiet, fe_proxy.deck_model(worker["bar"], 0).encode())
+        _C_REST["quiet"] = fe_proxy.without_field_output(worker["bar"], worker["output"])
         _C_REST["call_cost"] = c_call_cost()
     records, times = {}, {}
     for mode in rotated(tuple(PAIRED), int(task["label"][-3:])):
@@ -259,9 +258,13 @@ def evaluate_paired(task: dict) -> dict:
         raise RuntimeError(f"{task['label']}: the runs of one evaluation solved differently")
     # the calls into C are the bench's, not the output's: taken off
     times["c_rest_cpu"] -= records["c_rest"]["calls_into_c"] * _C_REST["call_cost"]
-    rest = records["void_rest"]
-    made = {"calls": sum(rest["calls"].values()), "bytes": rest["bytes"]}
+    made = made_by(records["void_rest"])
     return {**records["void"], **times, "call_cost": _C_REST["call_cost"], "rest_made": made}
+
+
+def made_by(record: dict) -> dict:
+    """The file calls and bytes of an evaluation's record, as the C replay reports them."""
+    return {"calls": sum(record["calls"].values()), "bytes": record["bytes"]}
 
 
 # ---------------------------------------------------------------- the calls, traced for C
@@ -521,7 +524,7 @@ def fe_run(config, mode: str) -> dict:
         "rest_made": [e["rest_made"] for e in paired],
         "call_cost": statistics.median(e["call_cost"] for e in paired) if paired else None,
         "increments": [e.get("increments", 0) for e in paired],
-        "made": [{"calls": sum(e["calls"].values()), "bytes": e["bytes"]} for e in paired],
+        "made": [made_by(e) for e in paired],
     }
 
 

@@ -25,9 +25,10 @@ application's, for the same shape on /dev/shm.
   calculix ``frd_fields: full``) and with none, back to back, the order
   alternating: by the workload's own ``paired_baseline``, as the fe_tmpfs
   study's fidelity points run it. The I/O cost per write = median over the
-  sets of (with - without) / the increments the analysis took: each solver writes an
-  increment's results, and ccx takes more increments than the proxy for the
-  same bar (it cuts back, more so where the material is far from the truth).
+  sets of (with - without) / the increments the analysis took: each solver
+  writes an increment's results, and ccx takes more increments than the proxy
+  for the same bar (it cuts back, more so where the material is far from the
+  truth).
   For both the difference includes computing and formatting the fields they
   write: what the output request costs the application. The goal is taken on
   CPU time (the evaluating process's, and ccx's from its rusage): on /dev/shm

@@ -815,8 +815,13 @@ def init_worker(
         baseline=None,
     )
     if paired:
-        quiet = replace(output, frd_every=0)
-        _WORKER["baseline"] = (quiet, deck_model(bar, 0).encode())
+        _WORKER["baseline"] = without_field_output(bar, output)
+
+
+def without_field_output(bar: fe_model.Bar, output: Output) -> tuple[Output, bytes]:
+    """The output and the deck's model of the same analysis with no field output
+    (``frd_every`` 0): what a paired baseline analyses."""
+    return replace(output, frd_every=0), deck_model(bar, 0).encode()
 
 
 def solver_output(disk: Disk, output: Output):
