@@ -660,11 +660,10 @@ def references(runs: dict[str, list[dict]]) -> dict[int, list[dict[str, float]]]
     return found
 
 
-def against(runs: dict[str, list[dict]], reference: str, goal=None) -> tuple[list, str, list]:
-    """void / ``reference`` per evaluation of :func:`references`, a detail with the ratio
-    of the round totals, its interval and what that says of ``goal``, and the interval (None
-    when there is none)."""
-    rounds = references(runs)
+def against(rounds: dict[int, list[dict]], reference: str, goal=None) -> tuple[list, str, list]:
+    """void / ``reference`` per evaluation of ``rounds`` (:func:`references`), a detail with
+    the ratio of the round totals, its interval and what that says of ``goal``, and the
+    interval (None when there is none)."""
     kept = list(rounds)
     values = [e["void"] / e[reference] for evaluations in rounds.values() for e in evaluations]
     if not kept:
@@ -693,7 +692,7 @@ def goal_row(runs: dict[str, list[dict]], goal) -> dict:
     ccx = ccx_field_costs(runs)
     rounds = references(runs)
     kept = list(rounds)
-    values, detail, interval = against(runs, "in_place", goal)
+    values, detail, interval = against(rounds, "in_place", goal)
     measured = [c for c in ccx if c is not None]
     skipped = len(ccx) - len(measured)
     c_rest = [t for r in kept for t in runs["paired"][r]["c_rest_cpu"]]
@@ -734,8 +733,9 @@ def goal_row(runs: dict[str, list[dict]], goal) -> dict:
 
 def loop_row(runs: dict[str, list[dict]]) -> dict:
     """void / (output off + the rest from C in a tight loop + ccx's field output): a floor."""
-    kept = list(references(runs))
-    values, detail, interval = against(runs, "loop")
+    rounds = references(runs)
+    kept = list(rounds)
+    values, detail, interval = against(rounds, "loop")
     rest = [t for r in kept for t in runs["replay_rest"][r]["seconds"]]
     if rest:
         detail += (
