@@ -278,6 +278,8 @@ TRACED = (
 class CallTrace:
     """Every file call made while active, as lines of bench/fe_replay.c's trace, and
     every block of .frd numbers formatted (a line, and its numbers in ``values``).
+    A write of a line ccx prints with fprintf (announced by :meth:`expect`) is traced
+    with its format and numbers, so that the replay prints it as ccx does.
 
     Descriptors are renumbered to the lowest free slot, so the trace does not
     depend on what else the process has open. A call the replay cannot make
@@ -292,6 +294,17 @@ class CallTrace:
         self.values: list[bytes] = []
         self.slots: dict[int, int] = {}
         self.real = {name: getattr(os, name) for name in TRACED}
+        #: per descriptor, the printed lines its next writes must be, in order
+        self.expected: dict[int, list[tuple[int, tuple, bytes]]] = {}
+
+    def expect(self, fd: int, kind: int, numbers: tuple, text: bytes) -> None:
+        """The next write on ``fd`` is ``text``: the line of ``kind`` (fe_replay.c's KIND)
+        printed from ``numbers``."""
+        self.expected.setdefault(fd, []).append((kind, numbers, text))
+
+    def unwritten(self) -> list:
+        """The announced lines not written (none, when the proxy wrote what ccx prints)."""
+        return [line for lines in self.expected.values() for line in lines]
 
     def block(self, table: np.ndarray) -> None:
         """A block formatted: (nodes, 1 + values) of node numbers and values."""
@@ -334,10 +347,21 @@ class CallTrace:
         def call(fd, data):
             result = self.real[name](fd, data)
             size = result if isinstance(result, int) else len(result)
-            self.lines.append(f"{letter} {self._slot(fd)} {size}")
+            if letter == "w" and self.expected.get(fd):
+                self.lines.append(self._printed(fd, data, size))
+            else:
+                self.lines.append(f"{letter} {self._slot(fd)} {size}")
             return result
 
         return call
+
+    def _printed(self, fd: int, data, size: int) -> str:
+        """The trace line of a write announced as a printed line; it must be that line."""
+        kind, numbers, text = self.expected[fd].pop(0)
+        if bytes(data) != text or size != len(text):
+            raise RuntimeError(f"wrote {bytes(data)[:80]!r}, not ccx's line {text[:80]!r}")
+        printed = (repr(float(x)) if isinstance(x, float) else str(int(x)) for x in numbers)
+        return f"p {self._slot(fd)} {size} {kind} " + " ".join(printed)
 
     def _writev(self, fd, buffers):
         sizes = [memoryview(b).nbytes for b in buffers]
@@ -378,8 +402,33 @@ _INCREMENT, _FINISH = fe_proxy.CalculixOutput.__call__, fe_proxy.CalculixOutput.
 
 
 def _increment_traced(output: fe_proxy.CalculixOutput, inc) -> None:
-    CallTrace.active.lines.append("i")  # the start's calls, or the last increment's, end
+    trace = CallTrace.active
+    trace.lines.append("i")  # the start's calls, or the last increment's, end
+    for line in printed_lines(output, inc):
+        trace.expect(*line)
     _INCREMENT(output, inc)
+    if trace.unwritten():
+        raise RuntimeError(f"increment {inc.number}: ccx's lines not written: {trace.unwritten()}")
+
+
+def printed_lines(output: fe_proxy.CalculixOutput, inc) -> list[tuple[int, int, tuple, bytes]]:
+    """The lines ccx prints into .cvg, .sta and .dat at this increment, each as (descriptor,
+    fe_replay.c's KIND, the numbers printed, the bytes): all of ccx's fields, its
+    constant ones too, which the proxy formats once."""
+    first, (dat, sta, cvg), p = output.first, output.fds, fe_proxy
+    number, attempts, now = inc.number, inc.attempts, inc.time
+    residuals = inc.residuals or (0.0,)
+    lines = []
+    for k, residual in enumerate(residuals, 1):
+        numbers = (1, number, attempts, k, 0, 100.0 * residual, 0.0, 0.0, 0.0)
+        head = first and k == 1
+        lines.append((cvg, int(head), numbers, p.CVG_HEAD * head + p.CVG_LINE % numbers))
+    numbers = (1, number, attempts, len(residuals), now, now, inc.time_increment)
+    lines.append((sta, 2 + first, numbers, p.STA_HEAD * first + p.STA_LINE % numbers))
+    tip = output.layout.tip
+    numbers = (now, inc.force, 0.0, 0.0, now, tip, inc.tip_displacement, 0.0, 0.0)
+    lines.append((dat, 4, numbers, p.DAT_INCREMENT % numbers))
+    return lines
 
 
 def _finish_traced(output: fe_proxy.CalculixOutput, message: str) -> None:

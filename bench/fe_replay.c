@@ -6,7 +6,9 @@
  * same order with the same flags and byte counts, and the numbers of its .frd
  * results formatted as ccx 2.20 formats them (frd.c: fprintf of "%3s%10d" per
  * node and of "%12.5E" per value, of the value as a float, into a stdio
- * FILE; here one in memory, as the writes are the replayed calls). Nothing
+ * FILE; here one in memory, as the writes are the replayed calls), and its
+ * .cvg, .sta and .dat lines printed with ccx's formats from the solve's
+ * numbers (one fprintf a line, which ccx's stdio hands to one write). Nothing
  * else (no solve). What this costs is the application's own output on that
  * file; what the proxy costs beyond it is its overhead.
  *
@@ -15,6 +17,11 @@
  *     e                      an evaluation begins
  *     o FLAGS FD             open(PATH, FLAGS, 0666), recorded as FD
  *     w FD SIZE              write
+ *     p FD SIZE KIND V1 ...  write of a line printed as ccx prints it: KIND 0 a
+ *                            .cvg line, 1 the same after the file's heading,
+ *                            2 a .sta line, 3 the same after its heading, 4 an
+ *                            increment's .dat; V the numbers it prints (%d
+ *                            ones as integers); SIZE what it must come to
  *     v FD N SIZE1 ... SIZEN writev of N parts
  *     r FD SIZE              read
  *     l FD OFFSET WHENCE     lseek
@@ -56,16 +63,34 @@
 
 #define MAX_FD 1024
 #define MAX_PARTS 64
+#define MAX_PRINTED 9 /* numbers of a printed line */
+
+/* ccx 2.20's lines of .cvg, .sta and .dat, and the headings of the first two (as
+ * fe_proxy's CVG_*, STA_* and DAT_INCREMENT) */
+static const char CVG_HEADING[] =
+    "SUMMARY OF C0NVERGENCE INFORMATION\n"
+    "  STEP   INC  ATT   ITER     CONT.   RESID.        CORR.      RESID.      CORR.\n"
+    "                              EL.    FORCE         DISP       FLUX        TEMP.\n"
+    "                              (#)     (%)           (%)        (%)         (%)\n";
+static const char STA_HEADING[] =
+    "SUMMARY OF JOB INFORMATION\n"
+    "  STEP      INC     ATT  ITRS     TOT TIME     STEP TIME      INC TIME\n";
+/* how many numbers each KIND prints */
+static const int PRINTED[] = {9, 9, 7, 7, 9};
 
 typedef struct {
     char op;
     int fd, parts, nodes; /* parts: of a writev; nodes: of a formatted block */
-    long a, b; /* open: flags; write, read: size; lseek: offset, whence; format: first, K */
+    long a, b; /* open: flags; write, read, print: size; lseek: offset, whence;
+                  format: first, K; print: KIND */
     long *sizes; /* writev: the parts' sizes */
+    double *printed; /* print: its numbers */
 } Call;
 
-/* Where formatted blocks go: a FILE in memory, rewound for each block. */
+/* Where formatted blocks and printed lines go: a FILE in memory (``memory``), rewound
+ * for each. */
 #define FORMATTED (1 << 22)
+static char *memory;
 
 typedef struct {
     Call *calls;
@@ -125,6 +150,36 @@ static int expected(char op, const long *n, int k) {
     }
 }
 
+/* A line "p FD SIZE KIND V1 ..." read into ``c``; 0 if it is not one. */
+static int printed_line(const char *line, Call *c) {
+    char *end;
+    long head[3];
+    const char *p = line + 1;
+    for (int i = 0; i < 3; i++, p = end) {
+        head[i] = strtol(p, &end, 10);
+        if (end == p) return 0;
+    }
+    c->fd = (int)head[0], c->a = head[1], c->b = head[2];
+    if (c->fd < 0 || c->fd >= MAX_FD || c->a < 1 || c->b < 0 || c->b > 4) return 0;
+    int k = 0;
+    for (double value = strtod(p, &end); end != p; value = strtod(p, &end)) {
+        if (k == PRINTED[c->b]) return 0;
+        c->printed[k++] = value, p = end;
+    }
+    return k == PRINTED[c->b];
+}
+
+/* ``c`` appended to the calls of ``e``, which has room for *capacity. */
+static void add(Evaluation *e, Call c, long *capacity, const char *trace) {
+    if (e->count == *capacity) {
+        *capacity = *capacity ? 2 * *capacity : 1024;
+        e->calls = realloc(e->calls, sizeof(Call) * (size_t)*capacity);
+        if (!e->calls) die("realloc", trace);
+    }
+    if (c.op == 'p') e->bytes += c.a;
+    e->calls[e->count++] = c;
+}
+
 /* The trace's evaluations; *largest is the largest write or read, *formatted the
  * numbers its blocks take from VALUES. */
 static Evaluation *load(const char *trace, int *count, long *largest, long *formatted) {
@@ -151,11 +206,20 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
             mark(&evals[n - 1]);
             continue;
         }
-        int k = numbers(line, v, 2 + MAX_PARTS);
         errno = EINVAL;
         if (n == 0) die("a call before the first evaluation:", where);
+        Call c = {line[0], 0, 0, 0, 0, 0, NULL, NULL};
+        if (c.op == 'p') {
+            c.printed = malloc(sizeof(double) * MAX_PRINTED);
+            if (!c.printed) die("malloc", trace);
+            if (!printed_line(line, &c)) die("not a printed line:", where);
+            add(&evals[n - 1], c, &capacity, trace);
+            if (c.a > *largest) *largest = c.a;
+            continue;
+        }
+        int k = numbers(line, v, 2 + MAX_PARTS);
         if (k < 1 || k != expected(line[0], v, k)) die("not a call:", where);
-        Call c = {line[0], (int)v[0], 0, 0, 0, 0, NULL};
+        c.fd = (int)v[0];
         if (c.op == 'o') c.a = v[0], c.fd = (int)v[1];
         if (c.op == 'w' || c.op == 'r' || c.op == 'l') c.a = v[1];
         if (c.op == 'l') c.b = v[2];
@@ -173,11 +237,6 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
         }
         if (c.fd < 0 || c.fd >= MAX_FD) die("descriptor out of range:", where);
         Evaluation *e = &evals[n - 1];
-        if (e->count == capacity) {
-            capacity = capacity ? 2 * capacity : 1024;
-            e->calls = realloc(e->calls, sizeof(Call) * (size_t)capacity);
-            if (!e->calls) die("realloc", trace);
-        }
         for (int i = 0; i < c.parts; i++) {
             e->bytes += c.sizes[i];
             if (c.sizes[i] > *largest) *largest = c.sizes[i];
@@ -185,7 +244,7 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
         if (c.op == 'w') e->bytes += c.a;
         if (c.op == 'f') e->blocks++, e->numbers += c.nodes * c.b;
         if ((c.op == 'w' || c.op == 'r') && c.a > *largest) *largest = c.a;
-        e->calls[e->count++] = c;
+        add(e, c, &capacity, trace);
     }
     fclose(in);
     for (int e = 0; e < n; e++) evals[e].marks[evals[e].segments] = evals[e].count;
@@ -210,6 +269,32 @@ static void format_block(FILE *out, const float *v, int nodes, long k) {
     fflush(out);
 }
 
+/* A .cvg, .sta or .dat line as ccx prints it (KIND as in the trace), into ``out``. */
+static void print_line(FILE *out, long kind, const double *v) {
+    rewind(out);
+    switch (kind) {
+    case 1: fputs(CVG_HEADING, out); /* fall through */
+    case 0:
+        fprintf(out, "%6d%6d%6d%6d%9d%12.4E%12.4E%12.4E%12.4E\n", (int)v[0], (int)v[1],
+                (int)v[2], (int)v[3], (int)v[4], v[5], v[6], v[7], v[8]);
+        break;
+    case 3: fputs(STA_HEADING, out); /* fall through */
+    case 2:
+        fprintf(out, "%6d%11d%6d%6d%14.6E%14.6E%14.6E\n", (int)v[0], (int)v[1], (int)v[2],
+                (int)v[3], v[4], v[5], v[6]);
+        break;
+    case 4:
+        fprintf(out,
+                "\n total force (fx,fy,fz) for set LOAD and time %14.7E\n\n"
+                "      %14.6E%14.6E%14.6E\n"
+                "\n displacements (vx,vy,vz) for set TIP and time %14.7E\n\n"
+                "%10d%14.6E%14.6E%14.6E\n",
+                v[0], v[1], v[2], v[3], v[4], (int)v[5], v[6], v[7], v[8]);
+        break;
+    }
+    fflush(out);
+}
+
 /* The file calls replayed so far (the formatted blocks are not file calls). */
 static long made;
 
@@ -229,6 +314,12 @@ static void replay(const Evaluation *e, long first, long last, const char *path,
             break;
         case 'w':
             if (write(fds[c->fd], data, (size_t)c->a) != c->a) die("write", path);
+            break;
+        case 'p':
+            print_line(out, c->b, c->printed);
+            errno = EINVAL;
+            if (ftell(out) != c->a) die("a printed line of another size than traced on", path);
+            if (write(fds[c->fd], memory, (size_t)c->a) != c->a) die("write", path);
             break;
         case 'v':
             for (int k = 0; k < c->parts; k++) iov[k] = (struct iovec){data, (size_t)c->sizes[k]};
@@ -279,7 +370,7 @@ int fe_replay_open(const char *trace, const char *values_file, const char *path)
         die("fewer numbers than the trace's blocks take in", values_file);
     }
     fclose(numbers);
-    char *memory = malloc(FORMATTED);
+    memory = malloc(FORMATTED);
     R.out = memory ? fmemopen(memory, FORMATTED, "w") : NULL;
     if (!R.out) die("fmemopen", "");
     R.data = malloc((size_t)largest);

@@ -311,10 +311,36 @@ def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
     # the deck: created, written in one writev of its two parts, closed
     assert evaluation[0] == f"o {fe_output_overhead.fe_proxy.CREATE} 0"
     assert evaluation[1].startswith("v 0 2 ") and evaluation[2] == "c 0"
+    # ccx's lines, printed by the replay: per increment its iterations' .cvg lines, a .sta
+    # and a .dat line; the headings with the first increment's
+    first = evaluation[: next(i for i, x in enumerate(evaluation) if x.startswith("e "))]
+    printed = [line.split()[3] for line in first if line.startswith("p ")]
+    increments = first.count("i") - 1
+    assert printed.count("1") == printed.count("3") == 1
+    assert printed.count("4") == printed.count("2") + 1 == increments
+    assert printed.count("0") + 1 >= increments
     binary = fe_output_overhead.compile_replay(tmp_path)
     replayed = fe_output_overhead.c_replay(binary, trace, 2)
     assert [{"calls": r["calls"], "bytes": r["bytes"]} for r in replayed] == made
     assert all(r["seconds"] > 0 for r in replayed)
+    # a line the replay prints to another size than the proxy wrote stops it
+    text = trace.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("p "))
+    fd, size, rest = line[2:].split(" ", 2)
+    trace.write_text(text.replace(line, f"p {fd} {int(size) + 1} {rest}", 1))
+    with pytest.raises(subprocess.CalledProcessError) as error:
+        fe_output_overhead.c_replay(binary, trace, 1)
+    assert "a printed line of another size" in error.value.stderr
+
+
+def test_fe_trace_refuses_a_line_that_is_not_ccxs(tmp_path, monkeypatch):
+    """The trace checks that each .cvg, .sta and .dat line the proxy writes is ccx's format
+    of the solve's numbers: the replay prints it from them."""
+    config = fe_output_overhead.fe_proxy.settings(fe_output_overhead.SIZES["tiny"]["fe"])
+    other = fe_output_overhead.fe_proxy.CVG_TAIL.replace(b"0.0000E+00", b"1.0000E+00", 1)
+    monkeypatch.setattr(fe_output_overhead.fe_proxy, "CVG_TAIL", other)
+    with pytest.raises(RuntimeError, match="not ccx's line"):
+        fe_output_overhead.record_trace(config, tmp_path / "calls.trace")
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="the C replay needs gcc")
