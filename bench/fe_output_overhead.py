@@ -22,10 +22,11 @@ measured in the same rounds:
   round, is taken off its cost;
 - the rest (the deck, .dat, .sta, .cvg and the .frd's mesh, which ccx cannot
   turn off, so its own cost of them cannot be measured) made from C:
-  ``bench/fe_replay.c``, loaded as a library, replays on /dev/null the calls,
-  and formats the mesh's numbers, of the same evaluation traced without
-  field output, each call at the point of the solve where the proxy makes
-  it (before the solve, at each increment, at its end). The solve runs
+  ``bench/fe_replay.c``, loaded as a library, replays on /dev/null the calls
+  of the same evaluation traced without field output, formats the mesh's
+  numbers and prints the .cvg, .sta and .dat lines from the solve's numbers
+  with ccx's formats, each call at the point of the solve where the proxy
+  makes it (before the solve, at each increment, at its end). The solve runs
   between them as it does between the proxy's calls, so the reference pays
   what calls between solver iterations cost a compiled program. The calls
   into C (one a point) are the bench's own: their cost, measured in each
@@ -68,7 +69,7 @@ from tierbench.workloads import fe_model, fe_proxy, frd
 SIZES = {
     # the fe_tmpfs study's optimisation: population 30, 2 generations; the C replay
     # runs every evaluation's calls `repeats` times a round (the median counts)
-    "full": {"fe": {"cores": 1}, "rounds": 15, "repeats": 5, "ccx_sets": 10},
+    "full": {"fe": {"cores": 1}, "rounds": 15, "repeats": 5, "ccx_sets": 20},
     "tiny": {
         "fe": {"cores": 1, "population": 4, "generations": 1, "elements": 3, "increments": 10},
         "rounds": 2,
