@@ -183,28 +183,28 @@ def load_c_rest(library: Path, trace: Path) -> None:
     _C_REST.update(lib=lib, index={label: i for i, label in enumerate(labels)})
 
 
-def c_call_cost(calls: int = 20000) -> float:
-    """CPU seconds of one call into the C replay that makes no file call, through the same
-    Python callback as :func:`evaluate_c_rest`'s: what the reference pays that C would not."""
-    segment, nothing = _C_REST["lib"].fe_replay_segment, iter(range(calls))
-
-    def callback(inc):
-        segment(-1, next(nothing))
-
-    start = time.process_time()
-    for _ in range(calls):
-        callback(None)
-    return (time.process_time() - start) / calls
-
-
 def evaluate_c_rest(task: dict) -> dict:
     """The same solve with the rest of the output (its traced calls without field output, the
-    mesh's numbers formatted as ccx does) made from C where the proxy makes it: before the
-    solve, at every increment, at its end. The record counts the calls into C, one a point
-    (``calls_into_c``): their cost is the bench's, taken off by :func:`evaluate_paired`."""
+    mesh's numbers formatted and ccx's lines printed as ccx does) made from C where the proxy
+    makes it: before the solve, at every increment, at its end. The record counts the calls
+    into C, one a point (``calls_into_c``): their cost is the bench's, taken off by
+    :func:`c_rest_times` (see :func:`evaluate_c_calls`)."""
+    return solve_with_c_segments(task, _C_REST["index"][task["label"]])
+
+
+def evaluate_c_calls(task: dict) -> dict:
+    """The same solve with the same calls into C as :func:`evaluate_c_rest`, none of them
+    making a file call: what those calls cost in place (more than in a tight loop, as
+    everything between solver iterations does), which C would not pay."""
+    return solve_with_c_segments(task, -1)
+
+
+def solve_with_c_segments(task: dict, e: int) -> dict:
+    """The solve, calling the C replay's segment of evaluation ``e`` (of the task's label) at
+    each of its points; a negative ``e`` makes no file call."""
     label = task["label"]
-    lib, e = _C_REST["lib"], _C_REST["index"][label]
-    segment, segments = lib.fe_replay_segment, lib.fe_replay_segments(e)
+    lib = _C_REST["lib"]
+    segment, segments = lib.fe_replay_segment, lib.fe_replay_segments(_C_REST["index"][label])
     increments = iter(range(1, segments - 1))
 
     def at_increment(inc):
@@ -232,23 +232,23 @@ def evaluate_void_rest(task: dict) -> dict:
 #: each evaluation's runs in pair mode, by name, with the function that makes them
 PAIRED = {
     "off": evaluate_output_off, "void": None, "void_rest": evaluate_void_rest,
-    "c_rest": evaluate_c_rest,
+    "c_rest": evaluate_c_rest, "c_calls": evaluate_c_calls,
 }  # fmt: skip
 
 
 def evaluate_paired(task: dict) -> dict:
-    """One evaluation run four times back to back: output off, output to the void, the void
-    without field output, and the rest of the output from C in place.
+    """One evaluation run five times back to back: output off, output to the void, the void
+    without field output, the rest of the output from C in place, and the same calls into C
+    making no file call.
 
     The order turns from one evaluation to the next. The runs see the same
     state of a noisy machine, which whole runs of each mode, seconds apart, do
-    not. Returns the void run's record with each run's wall and CPU time, and
-    the calls and bytes of the void without field output.
+    not. Returns the void run's record with each run's wall and CPU time, the
+    calls into C, and the calls and bytes of the void without field output.
     """
-    if "call_cost" not in _C_REST:  # once a worker, outside the timed runs
+    if "quiet" not in _C_REST:  # once a worker
         worker = fe_proxy._WORKER
         _C_REST["quiet"] = fe_proxy.without_field_output(worker["bar"], worker["output"])
-        _C_REST["call_cost"] = c_call_cost()
     records, times = {}, {}
     for mode in rotated(tuple(PAIRED), int(task["label"][-3:])):
         start, cpu = time.perf_counter(), time.process_time()
@@ -257,10 +257,19 @@ def evaluate_paired(task: dict) -> dict:
         times[f"{mode}_cpu"] = time.process_time() - cpu
     if len({r["misfit"] for r in records.values()}) != 1:
         raise RuntimeError(f"{task['label']}: the runs of one evaluation solved differently")
-    # the calls into C are the bench's, not the output's: taken off
-    times["c_rest_cpu"] -= records["c_rest"]["calls_into_c"] * _C_REST["call_cost"]
     made = made_by(records["void_rest"])
-    return {**records["void"], **times, "call_cost": _C_REST["call_cost"], "rest_made": made}
+    calls = records["c_rest"]["calls_into_c"]
+    return {**records["void"], **times, "calls_into_c": calls, "rest_made": made}
+
+
+def c_rest_times(paired: list[dict]) -> tuple[list[float], float]:
+    """The CPU time of each evaluation's solve with the rest from C in place, less what its
+    calls into C cost in place; and that cost per call: over the round's evaluations, the
+    median of (the same calls making no file call - output off) / the calls."""
+    per_call = statistics.median(
+        (e["c_calls_cpu"] - e["off_cpu"]) / e["calls_into_c"] for e in paired
+    )
+    return [e["c_rest_cpu"] - per_call * e["calls_into_c"] for e in paired], per_call
 
 
 def made_by(record: dict) -> dict:
@@ -557,6 +566,7 @@ def fe_run(config, mode: str) -> dict:
     evaluations = outcome["evaluations"]
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     paired = [e for e in evaluations if "off_wall" in e]
+    c_rest, call_cost = c_rest_times(paired) if paired else ([], None)
     return {
         "wall": outcome["wall_time"],
         "cpu": cpu,
@@ -569,10 +579,10 @@ def fe_run(config, mode: str) -> dict:
         "bytes": statistics.median(e["bytes"] for e in evaluations),
         "pairs": [(e["off_wall"], e["void_wall"]) for e in paired],
         "cpu_pairs": [(e["off_cpu"], e["void_cpu"]) for e in paired],
-        "c_rest_cpu": [e["c_rest_cpu"] for e in paired],
+        "c_rest_cpu": c_rest,
         "void_rest_cpu": [e["void_rest_cpu"] for e in paired],
         "rest_made": [e["rest_made"] for e in paired],
-        "call_cost": statistics.median(e["call_cost"] for e in paired) if paired else None,
+        "call_cost": call_cost,
         "increments": [e.get("increments", 0) for e in paired],
         "made": [made_by(e) for e in paired],
     }
@@ -754,7 +764,7 @@ def goal_row(runs: dict[str, list[dict]], goal) -> dict:
             f"(median of the rounds' medians, /dev/shm's pages taken off at "
             f"{sink * 1e9:.3f} ms per MB); the solve with the rest of the output from C in "
             f"place {statistics.median(c_rest) * 1e3:.2f} ms per evaluation (median; the "
-            f"calls into C taken off at {calls * 1e6:.2f} us each)"
+            f"calls into C taken off at {calls * 1e6:.2f} us each, as they cost in place)"
         )
     if skipped:
         detail += f"; {skipped} round(s) without a ratio: ccx's field output not above zero"

@@ -366,12 +366,29 @@ def test_fe_replay_in_place_makes_each_evaluations_calls_at_its_increments(tmp_p
         assert lib.fe_replay_made() - before == expected["calls"]
         assert record["calls_into_c"] == off["increments"] + 2
         assert record["misfit"] == off["misfit"]
-    assert fe.c_call_cost(1000) > 0
+        # the same calls into C, making no file call: what they cost is taken off
+        calls = fe.evaluate_c_calls(task)
+        assert lib.fe_replay_made() - before == expected["calls"]
+        assert calls["calls_into_c"] == record["calls_into_c"]
+        assert calls["misfit"] == off["misfit"]
     for increments, what in ((bar.increments - 1, "fewer"), (bar.increments + 1, "more")):
         other = replace(bar, increments=increments)
         fe.fe_proxy.init_worker(other, config.output, fe.fe_proxy.target_curve(other, 0, 1))
         with pytest.raises(RuntimeError, match=f"{what} increments than the C replay"):
             fe.evaluate_c_rest(task)
+
+
+def test_fe_reference_takes_off_the_calls_into_c_as_they_cost_in_place():
+    """Item 3: the calls into C are the bench's; their cost per call is the round's median of
+    (the same calls making no file call - output off) / the calls, taken off each evaluation."""
+    paired = [
+        {"off_cpu": 0.0100, "c_calls_cpu": 0.01008, "calls_into_c": 40, "c_rest_cpu": 0.0109},
+        {"off_cpu": 0.0120, "c_calls_cpu": 0.01212, "calls_into_c": 60, "c_rest_cpu": 0.0131},
+        {"off_cpu": 0.0110, "c_calls_cpu": 0.01115, "calls_into_c": 50, "c_rest_cpu": 0.0118},
+    ]
+    times, per_call = fe_output_overhead.c_rest_times(paired)
+    assert per_call == pytest.approx(2e-6)  # the median of 2, 2 and 3 us
+    assert times == pytest.approx([0.0109 - 8e-5, 0.0131 - 1.2e-4, 0.0118 - 1e-4])
 
 
 def test_fe_overhead_goal_takes_each_rounds_ccx_cost_less_its_tmpfs_pages():
