@@ -1,11 +1,12 @@
 """Item 3: does fe_proxy's output code cost more than the output of the application it models?
 
 Each evaluation of the ``fe_tmpfs`` optimisation (population 30 x 2
-generations, 10 elements, 40 increments, 1 worker) runs four times back to
+generations, 10 elements, 40 increments, 1 worker) runs five times back to
 back, in an order that turns from one evaluation to the next: with every file
 written to /dev/null through fe_proxy's own Disk (the void: the same calls,
 no storage), the same without field output, with output off (the same solve,
-no files), and with the rest of the output made from C in place (below). The
+no files), with the rest of the output made from C in place (below), and
+with the same calls into C making no file call. The
 void run makes the application's output: every file-system call of its
 pattern (CalculiX's: ~1,000 calls an evaluation) and the numbers of its
 results formatted into its .frd (~35,000 an evaluation).
@@ -29,8 +30,9 @@ measured in the same rounds:
   makes it (before the solve, at each increment, at its end). The solve runs
   between them as it does between the proxy's calls, so the reference pays
   what calls between solver iterations cost a compiled program. The calls
-  into C (one a point) are the bench's own: their cost, measured in each
-  worker, is taken off.
+  into C (one a point) are the bench's own: their cost in place (the run
+  with the same calls making no file call, less output off; the round's
+  median per call) is taken off.
 
 Goal: void / (the solve with the rest from C in place + ccx's field output)
 at most 1.05, on CPU time, median over the evaluations. Beside it, for the
