@@ -99,19 +99,16 @@ typedef struct {
     int segments;
 } Evaluation;
 
-/* A segment more for ``e``, beginning at its next call. */
-static void mark(Evaluation *e) {
-    e->marks = realloc(e->marks, sizeof(long) * (size_t)(e->segments + 2));
-    if (!e->marks) {
-        fprintf(stderr, "fe_replay: out of memory\n");
-        exit(2);
-    }
-    e->marks[e->segments++] = e->count;
-}
-
 static void die(const char *what, const char *detail) {
     fprintf(stderr, "fe_replay: %s %s: %s\n", what, detail, strerror(errno));
     exit(2);
+}
+
+/* A segment more for ``e``, beginning at its next call. */
+static void mark(Evaluation *e) {
+    e->marks = realloc(e->marks, sizeof(long) * (size_t)(e->segments + 2));
+    if (!e->marks) die("realloc", "a segment's mark");
+    e->marks[e->segments++] = e->count;
 }
 
 static double now(void) {
@@ -169,17 +166,6 @@ static int printed_line(const char *line, Call *c) {
     return k == PRINTED[c->b];
 }
 
-/* ``c`` appended to the calls of ``e``, which has room for *capacity. */
-static void add(Evaluation *e, Call c, long *capacity, const char *trace) {
-    if (e->count == *capacity) {
-        *capacity = *capacity ? 2 * *capacity : 1024;
-        e->calls = realloc(e->calls, sizeof(Call) * (size_t)*capacity);
-        if (!e->calls) die("realloc", trace);
-    }
-    if (c.op == 'p') e->bytes += c.a;
-    e->calls[e->count++] = c;
-}
-
 /* The trace's evaluations; *largest is the largest write or read, *formatted the
  * numbers its blocks take from VALUES. */
 static Evaluation *load(const char *trace, int *count, long *largest, long *formatted) {
@@ -213,13 +199,11 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
             c.printed = malloc(sizeof(double) * MAX_PRINTED);
             if (!c.printed) die("malloc", trace);
             if (!printed_line(line, &c)) die("not a printed line:", where);
-            add(&evals[n - 1], c, &capacity, trace);
-            if (c.a > *largest) *largest = c.a;
-            continue;
+        } else {
+            int k = numbers(line, v, 2 + MAX_PARTS);
+            if (k < 1 || k != expected(line[0], v, k)) die("not a call:", where);
+            c.fd = (int)v[0];
         }
-        int k = numbers(line, v, 2 + MAX_PARTS);
-        if (k < 1 || k != expected(line[0], v, k)) die("not a call:", where);
-        c.fd = (int)v[0];
         if (c.op == 'o') c.a = v[0], c.fd = (int)v[1];
         if (c.op == 'w' || c.op == 'r' || c.op == 'l') c.a = v[1];
         if (c.op == 'l') c.b = v[2];
@@ -241,10 +225,15 @@ static Evaluation *load(const char *trace, int *count, long *largest, long *form
             e->bytes += c.sizes[i];
             if (c.sizes[i] > *largest) *largest = c.sizes[i];
         }
-        if (c.op == 'w') e->bytes += c.a;
+        if (c.op == 'w' || c.op == 'p') e->bytes += c.a;
         if (c.op == 'f') e->blocks++, e->numbers += c.nodes * c.b;
         if ((c.op == 'w' || c.op == 'r') && c.a > *largest) *largest = c.a;
-        add(e, c, &capacity, trace);
+        if (e->count == capacity) {
+            capacity = capacity ? 2 * capacity : 1024;
+            e->calls = realloc(e->calls, sizeof(Call) * (size_t)capacity);
+            if (!e->calls) die("realloc", trace);
+        }
+        e->calls[e->count++] = c;
     }
     fclose(in);
     for (int e = 0; e < n; e++) evals[e].marks[evals[e].segments] = evals[e].count;
