@@ -90,7 +90,7 @@ ITEMS = [
     ),
 ]
 #: what the items run besides Python
-TOOLS = ("fio", "mpiexec", "gcc")
+TOOLS = ("fio", "mpiexec", "gcc", "gfortran")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -157,6 +157,15 @@ def test_needs_reads_the_study_a_command_line_runs():
     assert "pv" in pv and "fio" not in pv
     paper = needs.tools_of(needs.study_experiments(["paper"]))
     assert {"fio", "pv", "mpiexec"} <= set(paper)
+    assert "gfortran" not in paper  # the bench's, not a study's
+
+
+def test_the_test_suite_gets_the_bench_tools_too(capsys):
+    from tierbench import needs
+
+    needs.main(["--all"])
+    packages = capsys.readouterr().out.split()
+    assert {"gfortran", "strace", "calculix-ccx", "fio"} <= set(packages)
 
 
 def test_tool_is_a_command_and_its_package():

@@ -4,7 +4,7 @@
 Snakemake, so a machine gets a 400 MB solver only when a study it runs uses
 it. The studies are read from the same places Snakemake reads them: the
 default config, every ``--configfile``, and the paper studies when ``paper``
-is a target. ``--all`` (the test suite) names every workload's tools.
+is a target. ``--all`` (the test suite) names every workload's tools, and the bench's.
 
     python -m tierbench.needs [--all] [--missing] -- [snakemake args]
 """
@@ -23,6 +23,8 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 #: tools a study needs for what it does beside its workloads
 MOUNTS = {"bindfs": "bindfs"}  # tiers mounted for each job through FUSE (`tiers: [mounts]`)
 TRACING = {"strace": "strace"}  # experiments with `count_syscalls: true`
+#: what bench/ builds its references with, beside the workloads' tools (`--all`: the tests run it)
+BENCH = {"gfortran": "gfortran"}  # item 3: ccx's lines, written as its Fortran writes them
 
 
 def study_experiments(snakemake_args: list[str]) -> list[dict]:
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     rest = [a for a in args.snakemake_args if a != "--"]
     if args.all:
         everything = [{"workload": name} for name in registry()]
-        tools = {**tools_of(everything), **MOUNTS, **TRACING}
+        tools = {**tools_of(everything), **MOUNTS, **TRACING, **BENCH}
     else:
         tools = tools_of(study_experiments(rest))
     if args.missing:
