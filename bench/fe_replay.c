@@ -7,8 +7,9 @@
  * results formatted as ccx 2.20 formats them (frd.c: fprintf of "%3s%10d" per
  * node and of "%12.5E" per value, of the value as a float, into a stdio
  * FILE; here one in memory, as the writes are the replayed calls), and its
- * .cvg, .sta and .dat lines printed with ccx's formats from the solve's
- * numbers (one fprintf a line, which ccx's stdio hands to one write). Nothing
+ * .cvg, .sta and .dat lines written from the solve's numbers as ccx writes
+ * them: Fortran records with ccx's formats on its units, flushed where it
+ * flushes them (bench/ccx_lines.f90; the flush is the traced write). Nothing
  * else (no solve). What this costs is the application's own output on that
  * file; what the proxy costs beyond it is its overhead.
  *
@@ -17,11 +18,11 @@
  *     e                      an evaluation begins
  *     o FLAGS FD             open(PATH, FLAGS, 0666), recorded as FD
  *     w FD SIZE              write
- *     p FD SIZE KIND V1 ...  write of a line printed as ccx prints it: KIND 0 a
+ *     p FD SIZE KIND V1 ...  write of a line ccx writes from Fortran: KIND 0 a
  *                            .cvg line, 1 the same after the file's heading,
  *                            2 a .sta line, 3 the same after its heading, 4 an
- *                            increment's .dat; V the numbers it prints (%d
- *                            ones as integers); SIZE what it must come to
+ *                            increment's .dat; V the numbers it prints (the
+ *                            integer ones as integers); SIZE its bytes
  *     v FD N SIZE1 ... SIZEN writev of N parts
  *     r FD SIZE              read
  *     l FD OFFSET WHENCE     lseek
@@ -35,16 +36,22 @@
  *                            one point of the solve (its start, an increment,
  *                            its end), when the replay runs in place
  *
+ * PRINTED holds the bytes of those lines as the proxy wrote them, one after
+ * another. Before anything is timed, every traced line is written once to a
+ * real file and must be those bytes; then the Fortran units' descriptors are
+ * pointed at PATH. (The runtime buffers a regular file, a write a flush as
+ * ccx's on a disk, but not /dev/null, where it writes every record.)
+ *
  * Every evaluation is replayed REPEATS times after one warm-up replay, the
  * repeats of the whole trace in turn (so an evaluation's repeats are apart,
  * as the proxy's are). Prints one line per evaluation: the median seconds of
  * its replays, its file calls, the bytes it wrote and the values it formatted.
  *
- *     gcc -O2 -D_FORTIFY_SOURCE=2 -o fe_replay fe_replay.c   (as Debian builds ccx)
- *     ./fe_replay TRACE VALUES PATH REPEATS
+ *     gfortran -O2 -D_FORTIFY_SOURCE=2 -o fe_replay fe_replay.c ccx_lines.f90
+ *     ./fe_replay TRACE VALUES PRINTED PATH REPEATS
  *
  * Built with -shared -fPIC it is also a library, for the replay in place:
- * fe_replay_open(TRACE, VALUES, PATH) loads the trace, and
+ * fe_replay_open(TRACE, VALUES, PRINTED, PATH) loads the trace, and
  * fe_replay_segment(E, S) makes the calls of evaluation E's segment S, called
  * by the bench between the solver's increments where the proxy makes them.
  * A negative E makes no call (what calling the library costs); fe_replay_made()
@@ -65,16 +72,12 @@
 #define MAX_PARTS 64
 #define MAX_PRINTED 9 /* numbers of a printed line */
 
-/* ccx 2.20's lines of .cvg, .sta and .dat, and the headings of the first two (as
- * fe_proxy's CVG_*, STA_* and DAT_INCREMENT) */
-static const char CVG_HEADING[] =
-    "SUMMARY OF C0NVERGENCE INFORMATION\n"
-    "  STEP   INC  ATT   ITER     CONT.   RESID.        CORR.      RESID.      CORR.\n"
-    "                              EL.    FORCE         DISP       FLUX        TEMP.\n"
-    "                              (#)     (%)           (%)        (%)         (%)\n";
-static const char STA_HEADING[] =
-    "SUMMARY OF JOB INFORMATION\n"
-    "  STEP      INC     ATT  ITRS     TOT TIME     STEP TIME      INC TIME\n";
+/* ccx's .cvg, .sta and .dat lines (bench/ccx_lines.f90): its units opened in a folder, the
+ * descriptor of a KIND's unit, a line of KIND written and flushed */
+void ccx_lines_open(const char *folder, int length);
+int ccx_lines_fd(long kind);
+void ccx_lines_print(long kind, const double *v);
+
 /* how many numbers each KIND prints */
 static const int PRINTED[] = {9, 9, 7, 7, 9};
 
@@ -87,8 +90,7 @@ typedef struct {
     double *printed; /* print: its numbers */
 } Call;
 
-/* Where formatted blocks and printed lines go: a FILE in memory (``memory``), rewound
- * for each. */
+/* Where formatted blocks go: a FILE in memory (``memory``), rewound for each. */
 #define FORMATTED (1 << 22)
 static char *memory;
 
@@ -258,32 +260,6 @@ static void format_block(FILE *out, const float *v, int nodes, long k) {
     fflush(out);
 }
 
-/* A .cvg, .sta or .dat line as ccx prints it (KIND as in the trace), into ``out``. */
-static void print_line(FILE *out, long kind, const double *v) {
-    rewind(out);
-    switch (kind) {
-    case 1: fputs(CVG_HEADING, out); /* fall through */
-    case 0:
-        fprintf(out, "%6d%6d%6d%6d%9d%12.4E%12.4E%12.4E%12.4E\n", (int)v[0], (int)v[1],
-                (int)v[2], (int)v[3], (int)v[4], v[5], v[6], v[7], v[8]);
-        break;
-    case 3: fputs(STA_HEADING, out); /* fall through */
-    case 2:
-        fprintf(out, "%6d%11d%6d%6d%14.6E%14.6E%14.6E\n", (int)v[0], (int)v[1], (int)v[2],
-                (int)v[3], v[4], v[5], v[6]);
-        break;
-    case 4:
-        fprintf(out,
-                "\n total force (fx,fy,fz) for set LOAD and time %14.7E\n\n"
-                "      %14.6E%14.6E%14.6E\n"
-                "\n displacements (vx,vy,vz) for set TIP and time %14.7E\n\n"
-                "%10d%14.6E%14.6E%14.6E\n",
-                v[0], v[1], v[2], v[3], v[4], (int)v[5], v[6], v[7], v[8]);
-        break;
-    }
-    fflush(out);
-}
-
 /* The file calls replayed so far (the formatted blocks are not file calls). */
 static long made;
 
@@ -305,10 +281,7 @@ static void replay(const Evaluation *e, long first, long last, const char *path,
             if (write(fds[c->fd], data, (size_t)c->a) != c->a) die("write", path);
             break;
         case 'p':
-            print_line(out, c->b, c->printed);
-            errno = EINVAL;
-            if (ftell(out) != c->a) die("a printed line of another size than traced on", path);
-            if (write(fds[c->fd], memory, (size_t)c->a) != c->a) die("write", path);
+            ccx_lines_print(c->b, c->printed); /* the write: the runtime's flush */
             break;
         case 'v':
             for (int k = 0; k < c->parts; k++) iov[k] = (struct iovec){data, (size_t)c->sizes[k]};
@@ -346,9 +319,69 @@ static struct {
     FILE *out;
 } R;
 
-/* Loads TRACE and the numbers of its blocks from VALUES, to be replayed on PATH; returns
- * the evaluations. */
-int fe_replay_open(const char *trace, const char *values_file, const char *path) {
+/* The line of ``text`` (``size`` bytes) holding byte ``at``, quoted for a message. */
+static void quote(const char *what, const char *text, long size, long at) {
+    long start = at, end = at;
+    while (start > 0 && text[start - 1] != '\n') start--;
+    while (end < size && text[end] != '\n') end++;
+    fprintf(stderr, "fe_replay: %s \"%.*s\"\n", what, (int)(end - start), text + start);
+}
+
+/* ccx's units opened, every printed line of the trace written once to a real file and
+ * checked against the bytes the proxy wrote (PRINTED, in the trace's order), then the
+ * units' descriptors pointed at PATH. */
+static void open_lines(const Evaluation *evals, int count, const char *printed,
+                       const char *path) {
+    char folder[] = "/tmp/fe_replay.XXXXXX", name[64];
+    if (!mkdtemp(folder)) die("mkdtemp", folder);
+    ccx_lines_open(folder, (int)strlen(folder));
+    FILE *proxy = fopen(printed, "rb");
+    if (!proxy) die("open", printed);
+    char *want = malloc(FORMATTED), *got = malloc(FORMATTED);
+    if (!want || !got) die("malloc", "");
+    struct stat before, after;
+    for (int e = 0; e < count; e++)
+        for (long i = 0; i < evals[e].count; i++) {
+            const Call *c = &evals[e].calls[i];
+            if (c->op != 'p') continue;
+            int fd = ccx_lines_fd(c->b);
+            if (fstat(fd, &before) != 0) die("fstat", folder);
+            ccx_lines_print(c->b, c->printed);
+            if (fstat(fd, &after) != 0) die("fstat", folder);
+            long size = (long)(after.st_size - before.st_size);
+            errno = EINVAL;
+            if (size != c->a || size > FORMATTED) die("a printed line of another size than traced on", path);
+            if (pread(fd, got, (size_t)size, before.st_size) != size) die("pread", folder);
+            if (fread(want, 1, (size_t)size, proxy) != (size_t)size) die("fewer printed bytes than traced in", printed);
+            if (memcmp(got, want, (size_t)size) != 0) {
+                long at = 0;
+                while (got[at] == want[at]) at++;
+                quote("the proxy wrote", want, size, at);
+                quote("ccx writes     ", got, size, at);
+                die("a line the proxy wrote is not ccx's, in", printed);
+            }
+        }
+    errno = EINVAL;
+    if (fgetc(proxy) != EOF) die("more printed bytes than traced in", printed);
+    fclose(proxy);
+    free(want), free(got);
+    for (long kind = 0; kind <= 4; kind += 2) {
+        int target = open(path, O_WRONLY);
+        if (target < 0 || dup2(target, ccx_lines_fd(kind)) < 0) die("open", path);
+        close(target);
+    }
+    static const char *const files[] = {"dat", "sta", "cvg"};
+    for (int f = 0; f < 3; f++) {
+        snprintf(name, sizeof name, "%s/job.%s", folder, files[f]);
+        if (unlink(name) != 0) die("unlink", name);
+    }
+    if (rmdir(folder) != 0) die("rmdir", folder);
+}
+
+/* Loads TRACE, the numbers of its blocks from VALUES and its printed lines' bytes from
+ * PRINTED, to be replayed on PATH; returns the evaluations. */
+int fe_replay_open(const char *trace, const char *values_file, const char *printed,
+                   const char *path) {
     long largest, formatted;
     R.evals = load(trace, &R.count, &largest, &formatted);
     R.values = malloc(sizeof(float) * (size_t)(formatted + 1));
@@ -362,6 +395,7 @@ int fe_replay_open(const char *trace, const char *values_file, const char *path)
     memory = malloc(FORMATTED);
     R.out = memory ? fmemopen(memory, FORMATTED, "w") : NULL;
     if (!R.out) die("fmemopen", "");
+    open_lines(R.evals, R.count, printed, path);
     R.data = malloc((size_t)largest);
     R.path = strdup(path);
     if (!R.data || !R.path) die("malloc", "");
@@ -391,16 +425,16 @@ static void replay_all(int e) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: fe_replay TRACE VALUES PATH REPEATS\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: fe_replay TRACE VALUES PRINTED PATH REPEATS\n");
         return 1;
     }
-    int repeats = atoi(argv[4]);
+    int repeats = atoi(argv[5]);
     if (repeats < 1) {
         fprintf(stderr, "fe_replay: REPEATS must be at least 1\n");
         return 1;
     }
-    int count = fe_replay_open(argv[1], argv[2], argv[3]);
+    int count = fe_replay_open(argv[1], argv[2], argv[3], argv[4]);
     double *times = malloc(sizeof(double) * (size_t)count * (size_t)repeats);
     if (!times) die("malloc", "");
     for (int e = 0; e < count; e++) replay_all(e); /* warm-up */

@@ -28,7 +28,7 @@ import verdict_repeatability as repeat  # noqa: E402
 #: the end-to-end tests run the bench itself
 needs_tools = pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in run.TOOLS),
-    reason="bench/run.py needs fio, mpiexec and gcc",
+    reason="bench/run.py needs fio, mpiexec, gcc and gfortran",
 )
 
 ITEMS = {1, 2, 3, 4, 5, 6, 7, 8}
@@ -298,7 +298,7 @@ def test_fe_overhead_pairs_every_evaluation(tiny_run):
         assert all(math.isfinite(v) for v in split["values"]), key
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="the C replay needs gcc")
+@pytest.mark.skipif(shutil.which("gfortran") is None, reason="the replay needs gfortran")
 def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
     """Item 3's C reference: every traced evaluation replayed with its calls and bytes."""
     config = fe_output_overhead.fe_proxy.settings(fe_output_overhead.SIZES["tiny"]["fe"])
@@ -333,17 +333,26 @@ def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
     assert "a printed line of another size" in error.value.stderr
 
 
-def test_fe_trace_refuses_a_line_that_is_not_ccxs(tmp_path, monkeypatch):
-    """The trace checks that each .cvg, .sta and .dat line the proxy writes is ccx's format
-    of the solve's numbers: the replay prints it from them."""
-    config = fe_output_overhead.fe_proxy.settings(fe_output_overhead.SIZES["tiny"]["fe"])
-    other = fe_output_overhead.fe_proxy.CVG_TAIL.replace(b"0.0000E+00", b"1.0000E+00", 1)
-    monkeypatch.setattr(fe_output_overhead.fe_proxy, "CVG_TAIL", other)
-    with pytest.raises(RuntimeError, match="not ccx's line"):
-        fe_output_overhead.record_trace(config, tmp_path / "calls.trace")
+@pytest.mark.skipif(shutil.which("gfortran") is None, reason="the replay needs gfortran")
+def test_fe_replay_refuses_a_line_that_is_not_ccxs(tmp_path, monkeypatch):
+    """Each .cvg, .sta and .dat line the proxy writes must be the bytes ccx's Fortran writes
+    from the same numbers: the replay writes each once and compares, before it times any."""
+    fe = fe_output_overhead
+    config = fe.fe_proxy.settings(fe.SIZES["tiny"]["fe"])
+    binary = fe.compile_replay(tmp_path)
+    fe.record_trace(config, tmp_path / "good.trace")
+    assert len(fe.c_replay(binary, tmp_path / "good.trace", 1)) == 4
+    # the same size, another digit: C's 1.0000E+00 where Fortran writes 0.1000E+01
+    other = fe.fe_proxy.CVG_TAIL.replace(b"  0.0000E+00", b"  1.0000E+00", 1)
+    monkeypatch.setattr(fe.fe_proxy, "CVG_TAIL", other)
+    fe.record_trace(config, tmp_path / "bad.trace")
+    with pytest.raises(subprocess.CalledProcessError) as error:
+        fe.c_replay(binary, tmp_path / "bad.trace", 1)
+    assert "a line the proxy wrote is not ccx's" in error.value.stderr
+    assert "1.0000E+00" in error.value.stderr
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="the C replay needs gcc")
+@pytest.mark.skipif(shutil.which("gfortran") is None, reason="the replay needs gfortran")
 def test_fe_replay_in_place_makes_each_evaluations_calls_at_its_increments(tmp_path):
     """Item 3's reference in place: a segment before the solve, one an increment, one at its
     end; together the traced evaluation's calls, and the same solve as output off."""

@@ -335,6 +335,23 @@ def test_proxy_writes_what_ccx_writes_for_its_deck(tmp_path, kept):
     assert shape == [frd_line_shape(line) for line in theirs[: len(ours) - 1]] + shape[-1:]
     mesh = slice(12, 12 + 1 + 4 * 3 + 1 + 1 + 2 * 2)  # after the date and time lines
     assert ours[mesh] == theirs[mesh] and ours[5:10] == theirs[5:10]
+    # .sta, .cvg and the .dat's times as ccx's Fortran writes them (0.dddd), in its columns
+    fortran = re.compile(r"-?0\.\d+E[-+]\d\d")
+    for name, heading, first_number in (("job.sta", 2, 4), ("job.cvg", 4, 5)):
+        ours, theirs = ((f / name).read_text().splitlines() for f in (proxy, real))
+        assert ours[:heading] == theirs[:heading]
+        for lines in (ours, theirs):
+            numbers = [word for line in lines[heading:] for word in line.split()[first_number:]]
+            assert numbers and all(fortran.fullmatch(word) for word in numbers), (
+                name,
+                lines[heading],
+            )
+        assert {len(line) for line in ours[heading:]} == {len(line) for line in theirs[heading:]}
+    for folder in (proxy, real):
+        dat = (folder / "job.dat").read_text().splitlines()
+        times = [line.rsplit(" ", 1)[1] for line in dat if " and time " in line]
+        assert len(times) == 2 * (config.bar.increments if folder == proxy else increments)
+        assert all(fortran.fullmatch(time) for time in times)
 
 
 def frd_line_shape(line: str) -> tuple[int, str]:
@@ -713,3 +730,47 @@ def test_smoke_study_end_to_end(pipeline):
     assert not list(Path("/dev/shm").glob("tierbench-optimisation-shm-*"))
     scratch = pipeline.root / "results/scratch"
     assert not scratch.exists() or not list(scratch.iterdir())
+
+
+FORTRAN_E = """\
+program e
+  real(8) :: x
+  integer :: status
+  do
+    read (*, *, iostat=status) x
+    if (status /= 0) exit
+    write (*, '(e11.4,"|",e13.6,"|",e14.7)') x, x, x
+  end do
+end program e
+"""
+
+
+@pytest.mark.skipif(shutil.which("gfortran") is None, reason="gfortran is not installed here")
+def test_fortran_e_is_what_gfortran_writes(tmp_path):
+    """ccx's .sta, .cvg and .dat times: the proxy's digits are Fortran's, rounding, signed
+    zeros, exponents beyond 99 and subnormals included."""
+    source = tmp_path / "e.f90"
+    source.write_text(FORTRAN_E)
+    subprocess.run(["gfortran", "-o", str(tmp_path / "e"), str(source)], check=True)
+    rng = np.random.default_rng(7)
+    values = [0.0, -0.0, 1.0, -1.0, 9.99995, 0.099999996, 0.999995, 1e-30, 1e100, -1.23456789e-100]
+    values += [
+        5e-324,
+        2.5e-308,
+        1.5e308,
+        0.05,
+        0.125,
+        100.0 * 0.0615749,
+        math.inf,
+        -math.inf,
+        math.nan,
+    ]
+    values += list(rng.uniform(-1, 1, 300) * 10.0 ** rng.integers(-40, 40, 300))
+    values += list(np.round(rng.uniform(0, 1, 300), 4) + 0.00005)  # ties, as they come in binary
+    text = "\n".join(repr(float(v)) for v in values) + "\n"
+    written = subprocess.run(
+        [str(tmp_path / "e")], input=text, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for value, line in zip(values, written, strict=True):
+        ours = b"%11s|%13s|%14s" % tuple(fe_proxy.fortran_e(value, d) for d in (4, 6, 7))
+        assert ours.decode() == line, value

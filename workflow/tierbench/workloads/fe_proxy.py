@@ -109,24 +109,30 @@ STA_HEAD = (
     b"SUMMARY OF JOB INFORMATION\n"
     b"  STEP      INC     ATT  ITRS     TOT TIME     STEP TIME      INC TIME\n"
 )
+#: the abaqus model's .sta line
 STA_LINE = b"%6d%11d%6d%6d%14.6E%14.6E%14.6E\n"
-#: ccx's .sta line of step 1, the step number formatted once
-STA_STEP1 = STA_LINE[:3] % 1 + STA_LINE[3:]
+# ccx writes its .sta, .cvg and .dat lines from Fortran (writesta.f, writecvg.f, its
+# *NODE PRINT), a record a line, flushed every line (.sta, .cvg) or increment (.dat): times
+# and residuals with Ew.d (0.ddddE+xx, see fortran_e), the .dat's values with a scale
+# factor of 1 (1PE13.6, which is C's %.6E). Step 1's constant fields are formatted once.
+#: .sta (1x,i5,1x,i10,2(1x,i5),3(1x,e13.6)), the times as fortran_e's
+STA_STEP1 = b"     1%11d%6d%6d%14s%14s%14s\n"
 CVG_HEAD = (
     b"SUMMARY OF C0NVERGENCE INFORMATION\n"
     b"  STEP   INC  ATT   ITER     CONT.   RESID.        CORR.      RESID.      CORR.\n"
     b"                              EL.    FORCE         DISP       FLUX        TEMP.\n"
     b"                              (#)     (%)           (%)        (%)         (%)\n"
 )
-CVG_LINE = b"%6d%6d%6d%6d%9d%12.4E%12.4E%12.4E%12.4E\n"
-#: ccx's .cvg line of step 1 without contact or heat: the constant fields formatted once
-CVG_STEP1 = b"     1%6d%6d%6d        0%12.4E"
-CVG_TAIL = b"%12.4E%12.4E%12.4E\n" % (0.0, 0.0, 0.0)
-#: an increment's .dat: total force of the loaded face, displacement of the tip node
+#: .cvg without contact or heat (2x,i4,2x,i4,2x,i4,2x,i4,2x,i7,4(1x,e11.4)), the force
+#: residual as fortran_e's; the proxy's correction, flux and temperature are zero
+CVG_STEP1 = b"     1%6d%6d%6d        0%12s"
+CVG_TAIL = b"  0.0000E+00" * 3 + b"\n"
+#: an increment's .dat: total force of the loaded face, displacement of the tip node, each
+#: after a heading with the time (e14.7, as fortran_e's)
 DAT_INCREMENT = (
-    b"\n total force (fx,fy,fz) for set LOAD and time %14.7E\n\n"
+    b"\n total force (fx,fy,fz) for set LOAD and time %14s\n\n"
     b"      %14.6E%14.6E%14.6E\n"
-    b"\n displacements (vx,vy,vz) for set TIP and time %14.7E\n\n"
+    b"\n displacements (vx,vy,vz) for set TIP and time %14s\n\n"
     b"%10d%14.6E%14.6E%14.6E\n"
 )
 DAT_BYTES = 229
@@ -447,6 +453,31 @@ def _write(fd: int, data) -> None:
         write_all(fd, (data,), done)
 
 
+#: a C exponent (%E's) -> Fortran's exponent field for the same number, one higher as the
+#: mantissa moves a place: E+xx, or +xxx beyond 99 (doubles: 1e-324 to 1e308)
+FORTRAN_EXPONENT = {
+    b"%+03d" % p: b"E%+03d" % (p + 1) if -99 <= p + 1 <= 99 else b"%+04d" % (p + 1)
+    for p in range(-330, 310)
+}
+
+
+def fortran_e(value: float, digits: int) -> bytes:
+    """``value`` as Fortran's E edit descriptor writes it with ``digits`` digits and no
+    scale factor, 0.ddddE+xx (ccx's .sta, .cvg and .dat times).
+
+    Python's own correctly rounded digits, moved one place: what gfortran prints, as glibc
+    rounds the same way (tests/test_fe_proxy.py compares the two).
+    """
+    mantissa, _, power = (b"%.*E" % (digits - 1, value)).partition(b"E")
+    if value and power:  # neither zero nor infinite nor NaN
+        if value < 0:
+            return b"-0." + mantissa[1:2] + mantissa[3:] + FORTRAN_EXPONENT[power]
+        return b"0." + mantissa[:1] + mantissa[2:] + FORTRAN_EXPONENT[power]
+    if not power:
+        return b"NaN" if math.isnan(value) else b"-Infinity" if value < 0 else b"Infinity"
+    return b"-" * (math.copysign(1.0, value) < 0) + b"0." + b"0" * digits + b"E+00"
+
+
 def _text_block(size: int) -> bytes:
     """``size`` bytes of text lines: what ccx prints to its standard output, by its size."""
     line = b" -1         1 0.00000E+00 0.00000E+00 0.00000E+00\n"
@@ -577,11 +608,20 @@ class CalculixOutput:
         """
         number, attempts, now, layout = inc.number, inc.attempts, inc.time, self.layout
         cvg = [
-            CVG_STEP1 % (number, attempts, k, 100.0 * r) + CVG_TAIL
+            CVG_STEP1 % (number, attempts, k, fortran_e(100.0 * r, 4)) + CVG_TAIL
             for k, r in enumerate(inc.residuals or (0.0,), 1)
         ]
-        sta = STA_STEP1 % (number, attempts, len(cvg), now, now, inc.time_increment)
-        force, tip = (now, inc.force, 0.0, 0.0), (now, layout.tip, inc.tip_displacement, 0.0, 0.0)
+        total = fortran_e(now, 6)
+        sta = STA_STEP1 % (
+            number,
+            attempts,
+            len(cvg),
+            total,
+            total,
+            fortran_e(inc.time_increment, 6),
+        )
+        when = fortran_e(now, 7)
+        force, tip = (when, inc.force, 0.0, 0.0), (when, layout.tip, inc.tip_displacement, 0.0, 0.0)
         dat = DAT_INCREMENT % (*force, *tip)
         # ccx's stdout, flushed at each solver call: the increment's heading with the first
         first, log = self.first, layout.log_increment
