@@ -35,8 +35,8 @@ time in file-system calls (create, open, write, fsync, close, unlink, read of
 the deck, delete); ``compute_time`` is the rest (the solve, and making the
 text it writes: the .frd's results are the solve's own, formatted as ccx
 formats them (``frd``), as formatting is most of what ccx's field output
-costs; the .sta, .cvg and .dat lines carry the solve's numbers; ccx's
-standard output is modelled by its size).
+costs; the .sta, .cvg and .dat lines carry the solve's numbers, written as
+ccx's Fortran writes them; ccx's standard output is modelled by its size).
 """
 
 from __future__ import annotations
