@@ -332,9 +332,17 @@ static void quote(const char *what, const char *text, long size, long at) {
  * units' descriptors pointed at PATH. */
 static void open_lines(const Evaluation *evals, int count, const char *printed,
                        const char *path) {
-    char folder[] = "/tmp/fe_replay.XXXXXX", name[64];
+    static const char *const files[] = {"dat", "sta", "cvg"};
+    const char *tmp = getenv("TMPDIR");
+    char folder[4096], name[4200];
+    snprintf(folder, sizeof folder, "%s/fe_replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(folder)) die("mkdtemp", folder);
     ccx_lines_open(folder, (int)strlen(folder));
+    for (int f = 0; f < 3; f++) { /* open, they need no name: nothing is left if this stops */
+        snprintf(name, sizeof name, "%s/job.%s", folder, files[f]);
+        if (unlink(name) != 0) die("unlink", name);
+    }
+    if (rmdir(folder) != 0) die("rmdir", folder);
     FILE *proxy = fopen(printed, "rb");
     if (!proxy) die("open", printed);
     char *want = malloc(FORMATTED), *got = malloc(FORMATTED);
@@ -350,9 +358,11 @@ static void open_lines(const Evaluation *evals, int count, const char *printed,
             if (fstat(fd, &after) != 0) die("fstat", folder);
             long size = (long)(after.st_size - before.st_size);
             errno = EINVAL;
-            if (size != c->a || size > FORMATTED) die("a printed line of another size than traced on", path);
+            if (size != c->a || size > FORMATTED)
+                die("a printed line of another size than traced on", path);
             if (pread(fd, got, (size_t)size, before.st_size) != size) die("pread", folder);
-            if (fread(want, 1, (size_t)size, proxy) != (size_t)size) die("fewer printed bytes than traced in", printed);
+            if (fread(want, 1, (size_t)size, proxy) != (size_t)size)
+                die("fewer printed bytes than traced in", printed);
             if (memcmp(got, want, (size_t)size) != 0) {
                 long at = 0;
                 while (got[at] == want[at]) at++;
@@ -370,12 +380,6 @@ static void open_lines(const Evaluation *evals, int count, const char *printed,
         if (target < 0 || dup2(target, ccx_lines_fd(kind)) < 0) die("open", path);
         close(target);
     }
-    static const char *const files[] = {"dat", "sta", "cvg"};
-    for (int f = 0; f < 3; f++) {
-        snprintf(name, sizeof name, "%s/job.%s", folder, files[f]);
-        if (unlink(name) != 0) die("unlink", name);
-    }
-    if (rmdir(folder) != 0) die("rmdir", folder);
 }
 
 /* Loads TRACE, the numbers of its blocks from VALUES and its printed lines' bytes from
