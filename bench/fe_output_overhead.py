@@ -25,11 +25,15 @@ measured in the same rounds:
   turn off, so its own cost of them cannot be measured) made from C:
   ``bench/fe_replay.c``, loaded as a library, replays on /dev/null the calls
   of the same evaluation traced without field output, formats the mesh's
-  numbers and prints the .cvg, .sta and .dat lines from the solve's numbers
-  with ccx's formats, each call at the point of the solve where the proxy
-  makes it (before the solve, at each increment, at its end). The solve runs
+  numbers as ccx's frd.c does and writes the .cvg, .sta and .dat lines from
+  the solve's numbers as ccx's Fortran does (``bench/ccx_lines.f90``:
+  gfortran's runtime, ccx's formats), each call at the point of the solve
+  where the proxy makes it (before the solve, at each increment, at its
+  end). The solve runs
   between them as it does between the proxy's calls, so the reference pays
-  what calls between solver iterations cost a compiled program. The calls
+  what calls between solver iterations cost a compiled program ("from C" in
+  the rows: compiled, the application's way, its lines through Fortran's
+  runtime). The calls
   into C (one a point) are the bench's own: their cost in place (the run
   with the same calls making no file call, less output off; the round's
   median per call) is taken off.
@@ -188,7 +192,7 @@ def load_c_rest(library: Path, trace: Path) -> None:
 
 def evaluate_c_rest(task: dict) -> dict:
     """The same solve with the rest of the output (its traced calls without field output, the
-    mesh's numbers formatted and ccx's lines printed as ccx does) made from C where the proxy
+    mesh's numbers formatted and ccx's lines written as ccx does) made from C where the proxy
     makes it: before the solve, at every increment, at its end. The record counts the calls
     into C, one a point (``calls_into_c``): their cost is the bench's, taken off by
     :func:`c_rest_times` (see :func:`evaluate_c_calls`)."""
@@ -527,7 +531,8 @@ def compile_replay(folder: Path, library: bool = False) -> Path:
 
 
 def c_replay(binary: Path, trace: Path, repeats: int) -> list[dict]:
-    """The traced output made from C on /dev/null: per evaluation, seconds, calls, bytes."""
+    """The traced output made the application's way (C, and Fortran for ccx's lines) on
+    /dev/null, in a tight loop: per evaluation, seconds, calls, bytes."""
     done = subprocess.run(
         [
             str(binary),
