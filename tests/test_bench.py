@@ -38,7 +38,7 @@ ITEMS = {1, 2, 3, 4, 5, 6, 7, 8}
 #: test_fidelity_rows_pair_their_costs and test_fe_overhead_pairs_every_evaluation check those
 MAY_BE_EMPTY = {
     "verdict_agreement", "cfd_fidelity", "fe_fidelity", "fe_fidelity_wall",
-    "fe_application_over_c", "fe_harness_overhead",
+    "fe_application_over_c", "fe_harness_overhead", "fe_field_over_ccx", "fe_over_c_rest_loop",
 }  # fmt: skip
 #: rows of a reduced --tiny run that is no figure of what its goal is about
 REDUCED = {"smoke_study", "verdict_agreement", "paper_wall_time"}
@@ -275,8 +275,6 @@ def test_fe_overhead_pairs_every_evaluation(tiny_run):
         )
     ]  # fmt: skip
     assert sorted(found) == pytest.approx(sorted(goal["values"]))
-    # the solve with the rest of the output made from C costs more than the solve alone
-    assert statistics.median(in_place) > statistics.median(goal["off_cpu_s"])
     loop = next(row for row in result["rows"] if row["key"] == "fe_over_c_rest_loop")
     assert loop["goal"] is None and loop["n"] == goal["n"]
     found = [
@@ -286,9 +284,14 @@ def test_fe_overhead_pairs_every_evaluation(tiny_run):
         )
     ]  # fmt: skip
     assert sorted(found) == pytest.approx(sorted(loop["values"]))
-    # the rest (no field output) is less than the whole output made from C
-    assert all(0 < t for t in loop["c_rest_s"])
-    assert statistics.median(loop["c_rest_s"]) < statistics.median(floor["c_calls_s"])
+    # toy-sized, ccx's field output can cost less than its runs vary: a round without a ccx
+    # cost has no goal figures (ccx_field_costs), so these hold for the rounds that have one
+    if goal["n"]:
+        # the solve with the rest of the output made from C costs more than the solve alone
+        assert statistics.median(in_place) > statistics.median(goal["off_cpu_s"])
+        # the rest (no field output) is less than the whole output made from C
+        assert all(0 < t for t in loop["c_rest_s"])
+        assert statistics.median(loop["c_rest_s"]) < statistics.median(floor["c_calls_s"])
     plain = next(row for row in result["rows"] if row["key"] == "fe_void_over_off")
     assert plain["goal"] is None and plain["n"] == 2 * per_round
     rounds = {"fe_rest_python_over_c": 2, "fe_field_over_ccx": len(costs) // per_round}
