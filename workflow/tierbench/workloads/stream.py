@@ -5,8 +5,11 @@ time) is compiled with ``gcc -O3 -fopenmp`` into a scratch folder of the job
 (never into the repository) and run with ``OMP_NUM_THREADS`` from the config.
 Each array holds at least ``llc_factor`` (4, STREAM's rule) times the sum of
 the machine's last-level caches, so the kernels stream from memory, not
-cache; ``max_array_size`` caps it. A point whose cap is below the rule fails
-with the reason instead of reporting a cache bandwidth as memory bandwidth.
+cache, whatever that cache is (tens of MiB on a laptop, over 1 GiB on some
+servers). What bounds the arrays is the memory the job may use (available
+memory, its cgroup's limit, its Slurm allocation), read on the node that runs
+the point: a point fails only when the node cannot hold three such arrays,
+with the numbers, instead of reporting a cache bandwidth as memory bandwidth.
 
 STREAM measures memory, not a tier: experiments use the ``void`` tier, so a
 point runs once per host and writes nothing to any tier.
@@ -31,10 +34,16 @@ from . import Tool, Workload
 SOURCE = Path(__file__).resolve().parent / "csrc" / "stream.c"
 ELEMENT_BYTES = 8
 ARRAYS = 3
+#: the arrays may take this share of the memory the job may use (the rest: the
+#: process, the page cache the job is charged for, the kernel's own)
+MEMORY_SHARE = 0.8
 #: kernel -> arrays each iteration moves, as STREAM counts bytes
 KERNEL_ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
 CFLAGS = ["-O3", "-fopenmp"]
 SYS_CPU = "/sys/devices/system/cpu"
+PROC_MEMINFO = "/proc/meminfo"
+PROC_CGROUP = "/proc/self/cgroup"
+CGROUP_ROOT = "/sys/fs/cgroup"
 _ROW = re.compile(
     r"^(Copy|Scale|Add|Triad):\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", re.M
 )
@@ -57,12 +66,8 @@ def planned_bytes(params: dict) -> int:
 def check_params(params: dict) -> None:
     if params.get("llc_factor", 4) < 1:
         raise ValueError("llc_factor must be at least 1")
-    if "max_array_size" in params and parse_size(params["max_array_size"]) < ELEMENT_BYTES:
-        raise ValueError("max_array_size must hold at least one element")
     if int(params.get("ntimes", 10)) < 2:
         raise ValueError("ntimes must be at least 2 (the first iteration is not counted)")
-    if params.get("array_size") and params.get("max_array_size"):
-        array_elements(params, 0)  # an explicit size above the cap is a config error
 
 
 def _read(path: Path) -> str | None:
@@ -72,7 +77,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def last_level_cache(sys_cpu: str | os.PathLike = SYS_CPU) -> tuple[int, int]:
+def last_level_cache(sys_cpu: str | os.PathLike | None = None) -> tuple[int, int]:
     """(bytes of one last-level cache, bytes of all of them) read from sysfs.
 
     The last level is the highest ``level`` among data/unified caches of
@@ -80,7 +85,7 @@ def last_level_cache(sys_cpu: str | os.PathLike = SYS_CPU) -> tuple[int, int]:
     ``shared_cpu_list`` of that level on every CPU. Returns (0, 0) when sysfs
     says nothing (some containers).
     """
-    root = Path(sys_cpu)
+    root = Path(sys_cpu or SYS_CPU)
     per_cpu: dict[str, tuple[int, int, str]] = {}
     for cpu in sorted(root.glob("cpu[0-9]*")):
         best = None
@@ -105,24 +110,12 @@ def last_level_cache(sys_cpu: str | os.PathLike = SYS_CPU) -> tuple[int, int]:
 def array_elements(params: dict, llc_total: int) -> int:
     """Elements per array: ``array_size`` if given, else llc_factor x all LLCs.
 
-    Raises ValueError when the result is below the rule or above the cap.
+    Raises ValueError when an explicit size is below the rule.
     """
     factor = float(params.get("llc_factor", 4))
     needed = int(-(-factor * llc_total // ELEMENT_BYTES))  # ceil
     explicit = params.get("array_size")
     elements = int(explicit) if explicit else max(needed, 1)
-    cap = params.get("max_array_size")
-    if cap is not None and elements * ELEMENT_BYTES > parse_size(cap):
-        if explicit:
-            raise ValueError(
-                f"array_size {elements} ({format_size(elements * ELEMENT_BYTES)} per array) "
-                f"is above max_array_size {cap}"
-            )
-        raise ValueError(
-            f"STREAM needs arrays of {format_size(needed * ELEMENT_BYTES)} "
-            f"({factor:g} x the {format_size(llc_total)} of last-level cache) but "
-            f"max_array_size is {cap}: the kernels would run from cache; raise max_array_size"
-        )
     if elements < needed:
         raise ValueError(
             f"array_size {elements} ({format_size(elements * ELEMENT_BYTES)} per array) is below "
@@ -130,6 +123,96 @@ def array_elements(params: dict, llc_total: int) -> int:
             "the kernels would run from cache"
         )
     return elements
+
+
+def _cgroup_room(proc_cgroup: str | os.PathLike, cgroup_root: str | os.PathLike) -> int | None:
+    """Bytes this process's memory cgroup still allows (v2 memory.max, v1 limit_in_bytes)."""
+    text = _read(Path(proc_cgroup))
+    if not text:
+        return None
+    root = Path(cgroup_root)
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: memory.max, memory.current
+            folder = root / path.lstrip("/")
+            limit, used = _read(folder / "memory.max"), _read(folder / "memory.current")
+        elif "memory" in controllers.split(","):
+            folder = root / "memory" / path.lstrip("/")
+            limit = _read(folder / "memory.limit_in_bytes")
+            used = _read(folder / "memory.usage_in_bytes")
+        else:
+            continue
+        if limit and limit != "max" and used and int(limit) < 2**60:
+            return max(0, int(limit) - int(used))
+    return None
+
+
+def _slurm_allocation(env: dict) -> int | None:
+    """Bytes of the Slurm job's memory on this node (--mem or --mem-per-cpu), if any."""
+    per_node = env.get("SLURM_MEM_PER_NODE")
+    if per_node:
+        return int(per_node) * 1024**2
+    per_cpu, cpus = env.get("SLURM_MEM_PER_CPU"), env.get("SLURM_CPUS_ON_NODE")
+    if per_cpu and cpus:
+        return int(per_cpu) * int(cpus) * 1024**2
+    return None
+
+
+def memory_room(
+    meminfo_path: str | os.PathLike | None = None,
+    proc_cgroup: str | os.PathLike | None = None,
+    cgroup_root: str | os.PathLike | None = None,
+    env: dict | None = None,
+) -> tuple[int, str]:
+    """(bytes, what sets it): the memory this job may use for STREAM's arrays.
+
+    The smallest of the node's available memory, what its cgroup still allows
+    and its Slurm allocation: a job that asks for more than that is killed or
+    swaps, and neither measures memory bandwidth.
+    """
+    limits = {"available memory": meminfo(meminfo_path or PROC_MEMINFO).get("MemAvailable", 0)}
+    cgroup = _cgroup_room(proc_cgroup or PROC_CGROUP, cgroup_root or CGROUP_ROOT)
+    if cgroup is not None:
+        limits["the job's cgroup limit"] = cgroup
+    slurm = _slurm_allocation(os.environ if env is None else env)
+    if slurm is not None:
+        limits["the Slurm job's memory"] = slurm
+    source = min(limits, key=limits.get)
+    return limits[source], source
+
+
+def sizing(params: dict, llc_total: int) -> str:
+    """Why the arrays have the size they have, for messages."""
+    if params.get("array_size"):
+        return f"array_size {int(params['array_size'])}"
+    factor = float(params.get("llc_factor", 4))
+    return f"{factor:g} x the {format_size(llc_total)} of last-level cache"
+
+
+def check_room(elements: int, why: str, room: tuple[int, str]) -> None:
+    """Raise PointFailed, in one line, when the node cannot hold STREAM's three arrays."""
+    needed = ARRAYS * ELEMENT_BYTES * elements
+    available, source = room
+    if needed <= MEMORY_SHARE * available:
+        return
+    raise PointFailed(
+        f"STREAM needs {ARRAYS} arrays of {format_size(elements * ELEMENT_BYTES)} ({why}), "
+        f"{format_size(needed)} in all, but {source} is {format_size(available)}: "
+        f"run it where the job may use at least {format_size(int(needed / MEMORY_SHARE))}"
+    )
+
+
+def mem_mb(params: dict) -> float:
+    """Memory a job asks for beyond the base: the three arrays, sized by this host's caches.
+
+    Estimated where the workflow is parsed; the node that runs the point checks
+    its own caches and memory again (:func:`check_room`).
+    """
+    try:
+        elements = array_elements(params, last_level_cache()[1])
+    except ValueError:
+        return 0
+    return ARRAYS * ELEMENT_BYTES * elements / MEMORY_SHARE / 1e6
 
 
 def parse_stream(text: str) -> dict:
@@ -179,7 +262,7 @@ def stream_metrics(parsed: dict) -> list[dict]:
     return found
 
 
-def meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+def meminfo(path: str | os.PathLike = PROC_MEMINFO) -> dict[str, int]:
     values = {}
     for line in Path(path).read_text().splitlines():
         name, _, rest = line.partition(":")
@@ -211,13 +294,7 @@ def run(job: Job) -> list[dict]:
         elements = array_elements(params, llc_total)
     except ValueError as error:
         raise PointFailed(str(error)) from None
-    memory = ARRAYS * ELEMENT_BYTES * elements
-    available = meminfo().get("MemAvailable", 0)
-    if memory > 0.8 * available:
-        raise PointSkipped(
-            f"STREAM needs {format_size(memory)} for its arrays but only "
-            f"{format_size(available)} of memory is available"
-        )
+    check_room(elements, sizing(params, llc_total), memory_room())
     job.extra.update(llc_bytes=llc_one, llc_total_bytes=llc_total, elements=elements)
     cflags = CFLAGS + shlex.split(params.get("cflags", ""))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads(params))}
@@ -250,4 +327,5 @@ WORKLOAD = Workload(
     check_params=check_params,
     planned_bytes=planned_bytes,
     threads=threads,
+    mem_mb=mem_mb,
 )
