@@ -107,6 +107,62 @@ def test_both_fe_workloads_buffered_unless_fsynced(workload):
         assert state(workload, {**point, "fsync": "increment"}) == DEVICE
 
 
+#: a CFD point of a few MB: far under the dirty limit
+SMALL_CFD = {"ranks": 2, "steps": 100, "write_interval": 1, "cells_per_rank": 20000}
+
+
+@pytest.mark.parametrize("workload", ["cfd_proxy", "openfoam"])
+@pytest.mark.parametrize("network", ["lustre", "glusterfs"])
+def test_cfd_output_on_a_network_tier_reaches_the_server_whatever_its_size(workload, network):
+    """Every write creates files and folders, each a round trip to the server: the page cache
+    holds the data, not the creates. On a local disk the same point may stay in memory."""
+    point = matrix.complete(workload, SMALL_CFD)
+    found = pagecache.assess(workload, point, network, LIMITS)
+    assert found["page_cache"] == DEVICE
+    reason = found["page_cache_reason"]
+    assert f"{workload} on a {network} tier" in reason and "not metadata" in reason
+    assert state(workload, point, tier_class="disk") == IN_MEMORY
+    # no dirty limit is needed to know it, and a run that writes nothing still writes nothing
+    assert state(workload, point, tier_class=network, limits=None) == DEVICE
+    no_io = {**point, "write_interval": "none"}
+    assert state(workload, no_io, tier_class=network) == NOT_APPLICABLE
+
+
+def test_the_proxy_counts_the_files_and_folders_a_write_creates():
+    """2 ranks, uncollated, OpenFOAM v1912's set: 9 files and 3 folders per rank and write."""
+    point = matrix.complete("cfd_proxy", SMALL_CFD)
+    reason = pagecache.assess("cfd_proxy", point, "lustre", LIMITS)["page_cache_reason"]
+    assert "each write creates 18 files and 6 folders" in reason
+    collated = {**point, "file_handler": "collated", "ensemble": 2}
+    reason = pagecache.assess("cfd_proxy", collated, "lustre", LIMITS)["page_cache_reason"]
+    assert "each write creates 18 files and 6 folders" in reason
+    openfoam = matrix.complete("openfoam", SMALL_CFD)
+    reason = pagecache.assess("openfoam", openfoam, "lustre", LIMITS)["page_cache_reason"]
+    assert "each write creates files and folders" in reason
+
+
+@pytest.mark.parametrize("workload", ["fe_proxy", "calculix"])
+def test_fe_output_on_a_network_tier_reaches_the_server(workload):
+    point = matrix.complete(workload, {"cores": 2, "population": 4, "generations": 1})
+    assert state(workload, point, tier_class="nfs") == DEVICE
+    assert state(workload, point, tier_class="ssd") == IN_MEMORY
+
+
+def test_a_data_only_buffered_write_on_a_network_tier_is_judged_by_its_bytes():
+    """A client's page cache does absorb data: dd, pv and fio there count as on a disk."""
+    small_dd = {"block_size": "1M", "count": 4, "sync": "buffered"}
+    for network in ("nfs", "glusterfs"):
+        assert state("dd", small_dd, tier_class=network) == IN_MEMORY
+        assert state("dd", {**small_dd, "count": "10k"}, tier_class=network) == DEVICE
+        assert state("pv", {"size": "4MiB"}, tier_class=network) == IN_MEMORY
+        assert state("fio", fio(io_mode="buffered"), tier_class=network) == IN_MEMORY
+        assert state("dd", small_dd, tier_class=network, limits=None) == UNKNOWN
+    assert not pagecache.reaches_server("dd", "nfs")
+    assert pagecache.reaches_server("openfoam", "gpfs")
+    assert not pagecache.reaches_server("openfoam", "nvme")
+    assert not pagecache.reaches_server("no_such_workload", "lustre")
+
+
 def test_the_reason_is_one_line_with_the_numbers():
     found = pagecache.assess("pv", {"size": "450MiB"}, "disk", LIMITS)
     assert set(found) == {"page_cache", "page_cache_reason"}

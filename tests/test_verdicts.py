@@ -13,7 +13,15 @@ from tierbench.verdicts import (
     WITHIN_NOISE,
 )
 
-CLASSES = {"shm": "shm", "disk": "disk", "fuse": "fuse", "void": "void"}
+CLASSES = {
+    "shm": "shm",
+    "tmpfs": "tmpfs",
+    "disk": "disk",
+    "glusterfs": "glusterfs",
+    "lustre": "lustre",
+    "fuse": "fuse",
+    "void": "void",
+}
 #: repetitions around a median of 1: tight (1%) or wide (about 25%); the wide patterns
 #: differ point by point so that paired points do not cancel each other's noise
 TIGHT = [(0.99, 1.0, 1.01), (1.01, 0.99, 1.0), (1.0, 1.01, 0.99)]
@@ -99,8 +107,14 @@ def fe(fio_shm, fio_disk, wall_shm, wall_disk, spread="tight"):
 
 
 def cfd(disk1, shm1, disk100, shm100, disk_ens, shm_ens, spread="tight", page_cache=None):
+    tiers = {"disk": (disk1, disk100, disk_ens), "shm": (shm1, shm100, shm_ens)}
+    return cfd_on(tiers, spread, page_cache)
+
+
+def cfd_on(tiers, spread="tight", page_cache=None):
+    """cfd_proxy time per step per tier: {tier: (interval 1, interval 100, ensemble of 2)}."""
     rows = []
-    for tier, values in (("disk", (disk1, disk100, disk_ens)), ("shm", (shm1, shm100, shm_ens))):
+    for tier, values in tiers.items():
         for (interval, ensemble), value in zip([(1, 1), (100, 1), (1, 2)], values, strict=True):
             params = {
                 "write_interval": interval,
@@ -329,6 +343,49 @@ def test_001_is_about_the_device_so_the_page_cache_never_reproduces_it():
     assert MORE_REPETITIONS not in ensembles.needs
     reached = judge("001", cfd(0.10, 0.10, 0.05, 0.05, 0.20, 0.11, page_cache={"disk": "device"}))
     assert reached[2].status == REPRODUCED
+
+
+@pytest.mark.parametrize("recorded", ["device", "may_stay_in_memory"])
+@pytest.mark.parametrize(
+    ("fast", "network", "slower", "expected"),
+    [
+        ("shm", "glusterfs", 1.6, REPRODUCED),
+        ("tmpfs", "glusterfs", 1.0, NOT_REPRODUCED),
+        ("tmpfs", "lustre", 1.6, REPRODUCED),
+        ("shm", "lustre", 1.0, NOT_REPRODUCED),
+    ],
+)
+def test_001_on_a_network_tier_is_decided_on_its_interval(
+    fast, network, slower, expected, recorded
+):
+    """Each write creates files on the server, which no page cache absorbs: lesson 1 is
+    decided both ways, never inconclusive, also from a record made before that rule."""
+    frames = cfd_on(
+        {network: (0.10 * slower, 0.05, 0.30), fast: (0.10, 0.05, 0.11)},
+        page_cache={network: recorded},
+    )
+    every_step, rare, ensembles = judge("001", frames)
+    assert every_step.status == expected, every_step.text
+    assert f"{network}/{fast} = {slower:.2f}x" in every_step.text
+    assert rare.status == REPRODUCED and ensembles.status == REPRODUCED
+
+
+def test_001_prefers_the_network_tier_as_the_slow_one_and_a_local_disk_stays_as_today():
+    """Document 001's slow tier is the shared parallel file system: a network tier is the
+    slow side even beside a disk; with only a disk the page cache absorbed, inconclusive."""
+    in_memory = {"disk": "may_stay_in_memory", "glusterfs": "may_stay_in_memory"}
+    tiers = {
+        "disk": (0.10, 0.05, 0.11),
+        "glusterfs": (0.16, 0.05, 0.30),
+        "shm": (0.10, 0.05, 0.11),
+    }
+    every_step = judge("001", cfd_on(tiers, page_cache=in_memory))[0]
+    assert every_step.status == REPRODUCED and "glusterfs/shm" in every_step.text
+    del tiers["glusterfs"]
+    tiers["disk"] = (0.16, 0.05, 0.30)
+    every_step = judge("001", cfd_on(tiers, page_cache=in_memory))[0]
+    assert every_step.status == INCONCLUSIVE and "disk/shm" in every_step.text
+    assert "reproduced through the page cache" in every_step.text
 
 
 def test_001_and_003_blame_the_page_cache_too():

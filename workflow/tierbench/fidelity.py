@@ -43,6 +43,7 @@ import pandas as pd
 from . import intervals
 from .matrix import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
+from .tiers import DEVICE_CLASSES, RAM_CLASSES
 
 FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
     "faithful",
@@ -52,8 +53,6 @@ FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
 )
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = (0.9, 1.1)
-RAM_CLASSES = ("shm", "tmpfs")
-DEVICE_CLASSES = ("disk", "ssd", "nvme", "hdd", "nfs", "lustre", "gpfs", "beegfs")
 #: files or folders per writer and write differing by less than this are the same count
 COUNT_TOLERANCE = 0.5
 

@@ -5,11 +5,18 @@ it to the device later. The writer only waits for the device when the dirty
 data passes the kernel's dirty limit (vm.dirty_bytes or dirty_ratio of the
 dirtyable memory). So a buffered write of less than that limit on a disk may
 measure RAM, not the disk: a "disk as fast as /dev/shm" result then says
-nothing about the disk. :func:`assess` says, for one point, which it was:
+nothing about the disk. The page cache holds data, though, not a network file
+system's metadata: each file or folder created on NFS, Lustre, GPFS, BeeGFS or
+GlusterFS is a round trip to its server before the call returns. So a workload
+whose every write creates files (OpenFOAM's uncollated output, an FE
+evaluation's folder) reaches a network tier's server whatever the page cache
+holds, while a data-only buffered write there (dd, pv, fio) is judged by its
+bytes, as on a local disk. :func:`assess` says, for one point, which it was:
 
 - ``device``: the data had to reach the device within the measured time
   (O_DIRECT, fsync/fdatasync, or more dirty data than the dirty limit, or a
-  read of a file whose pages were dropped first, read once);
+  read of a file whose pages were dropped first, read once), or the point's
+  writes created files on a network file system's server;
 - ``may_stay_in_memory``: buffered, and small enough to stay in the page cache;
 - ``ram_tier``: the tier is memory itself (shm, tmpfs, pmem), so the question
   does not arise;
@@ -22,6 +29,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .tiers import DEVICE_CLASSES, NETWORK, RAM_CLASSES, role
 from .units import format_size, parse_size
 
 DEVICE, IN_MEMORY, RAM_TIER, UNKNOWN, NOT_APPLICABLE = (
@@ -31,8 +39,6 @@ DEVICE, IN_MEMORY, RAM_TIER, UNKNOWN, NOT_APPLICABLE = (
     "unknown",
     "not_applicable",
 )
-RAM_CLASSES = ("shm", "tmpfs", "pmem-fsdax")
-DEVICE_CLASSES = ("disk", "nvme", "ssd", "hdd", "nfs", "lustre", "gpfs", "beegfs")
 FIO_WRITES = ("write", "randwrite", "rw", "randrw")
 #: workloads that write no file on a tier
 NO_FILES = ("stream",)
@@ -187,6 +193,44 @@ def _fe(workload: str):
     return rule
 
 
+def _declared(workload: str):
+    """The workload's declaration, None for a name the registry does not know."""
+    # imported here: the registry imports the workload's module, heavy and importing the runner
+    from .workloads import get
+
+    try:
+        return get(workload)
+    except KeyError:
+        return None
+
+
+def reaches_server(workload: str, tier_class: str) -> bool:
+    """Whether every write of ``workload`` on a ``tier_class`` tier waits for a file server.
+
+    True on a network file system for a workload whose writes create files or
+    folders (its declaration's ``creates_files``): a create is a round trip to
+    the server, and the page cache holds data, not metadata.
+    """
+    if role(tier_class) != NETWORK:
+        return False
+    declared = _declared(workload)
+    return declared is not None and declared.creates_files
+
+
+def _metadata(workload: str, params: dict, tier_class: str) -> dict:
+    """A file-creating point on a network tier: the server was reached, with its counts."""
+    count = _declared(workload).created_per_write
+    what = "files and folders"
+    if count is not None:
+        files, folders = count(params)
+        what = f"{files} files and {folders} folders"
+    return _result(
+        DEVICE,
+        f"{workload} on a {tier_class} tier: each write creates {what}, each a round trip to "
+        "the file system's server; the page cache holds data, not metadata",
+    )
+
+
 RULES = {
     "fio": _fio,
     "dd": _dd,
@@ -202,7 +246,9 @@ def assess(workload: str, params: dict, tier_class: str, limits: dict | None) ->
     """Where one point's measured I/O went: ``{"page_cache": ..., "page_cache_reason": ...}``.
 
     ``limits`` is :func:`memory_limits` of the node that ran the point (None
-    when unknown); a pure function of its arguments otherwise.
+    when unknown); a pure function of its arguments otherwise. Buffered output
+    that creates files on a network tier is ``device`` whatever its size
+    (:func:`reaches_server`).
     """
     if tier_class == "void" or workload in NO_FILES:
         return _result(NOT_APPLICABLE, "the point stores no file on a tier")
@@ -213,7 +259,12 @@ def assess(workload: str, params: dict, tier_class: str, limits: dict | None) ->
     rule = RULES.get(workload)
     if rule is None:
         return _result(UNKNOWN, f"{workload}: no page-cache rule for this workload")
-    return rule(params, limits)
+    found = rule(params, limits)
+    # buffered output (or a node whose dirty limit is unknown) cannot hide its creates
+    buffered = found["page_cache"] in (IN_MEMORY, UNKNOWN)
+    if buffered and reaches_server(workload, tier_class):
+        return _metadata(workload, params, tier_class)
+    return found
 
 
 def for_spec(spec: dict, limits: dict | None = None) -> dict:

@@ -37,6 +37,8 @@ FS_TYPES = {
     "nfs": {"nfs", "nfs4"},
     "gpfs": {"gpfs"},
     "beegfs": {"beegfs"},
+    # the native client is a FUSE mount
+    "glusterfs": {"fuse.glusterfs"},
     "pmem-fsdax": {"ext4", "xfs"},
     "fuse": {"fuse", "fuse.bindfs", "fuseblk"},
     "disk": {"ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "bcachefs", "overlay"},

@@ -4,8 +4,8 @@ Absolute numbers differ between machines, so every lesson is tested as a
 ratio measured in one run (e.g. fio worst case RAM tier / disk tier next to
 the optimisation's wall time disk / RAM tier) and set beside the same ratio
 from the document. Which tier is "fast" and which "slow" comes from the tier
-*classes* (RAM-backed vs device-backed), never from which one measured
-faster, so each verdict can come out either way.
+*classes* (RAM-backed vs device-backed, :mod:`tierbench.tiers`), never from
+which one measured faster, so each verdict can come out either way.
 
 Each ratio carries a 95% bootstrap interval over the repetitions
 (:mod:`tierbench.intervals`), and each lesson states the band it claims as
@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import intervals, reference
+from . import intervals, pagecache, reference
 from .intervals import Interval
+from .tiers import DEVICE_CLASSES, LOCAL_DEVICE_CLASSES, NETWORK_CLASSES, RAM_CLASSES
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not_reproduced", "inconclusive"
 WITHIN_NOISE = "within_noise"
@@ -38,8 +39,6 @@ WORDS = {
     WITHIN_NOISE: "within noise",
     INCONCLUSIVE: "inconclusive",
 }
-RAM_CLASSES = ("shm", "tmpfs", "pmem-fsdax")
-DEVICE_CLASSES = ("disk", "nvme", "ssd", "hdd", "nfs", "lustre", "gpfs", "beegfs")
 #: the columns that name one point's metric in results.csv and summary.csv
 POINT_METRIC = ["experiment", "workload", "tier", "point", "metric"]
 IN_MEMORY = "may_stay_in_memory"
@@ -245,10 +244,21 @@ def _missing(lesson: str, what: str) -> Verdict:
     return Verdict(lesson, INCONCLUSIVE, f"Not testable in this run: {what}.", needs=needs)
 
 
+def _page_cache(row: pd.Series) -> str:
+    """A row's page-cache state; a file-creating point on a network tier reached the server.
+
+    That holds whatever the record says, so results recorded before the rule
+    (tierbench.pagecache.reaches_server) are judged by it too.
+    """
+    if pagecache.reaches_server(str(row.get("workload", "")), str(row.get("tier_class", ""))):
+        return pagecache.DEVICE
+    return str(row.get("page_cache", "") or "")
+
+
 def _in_memory(rows) -> tuple[bool, str]:
     """Whether every row's point may have stayed in the page cache, and the first reason."""
     rows = [r for r in rows if r is not None]
-    states = [str(r.get("page_cache", "") or "") for r in rows]
+    states = [_page_cache(r) for r in rows]
     if not rows or any(state != IN_MEMORY for state in states):
         return False, ""
     return True, str(rows[0].get("page_cache_reason", "") or "")
@@ -327,7 +337,9 @@ def _device_claim(verdict: Verdict, device_rows) -> Verdict:
     mechanism, and near the band's edge it would come out either way from
     run to run. That holds for "at write interval 100 the tier does not
     matter" too: two tiers that are both memory trivially look alike. The
-    ratio stays in the text.
+    ratio stays in the text. A network tier's CFD points always reached its
+    server (every write creates files there), so they are decided on their
+    interval.
     """
     absorbed, reason = _in_memory(device_rows)
     if not absorbed:
@@ -462,7 +474,7 @@ def document_001(study: Study, ref: pd.DataFrame, workload: str = "cfd_proxy") -
         varied = steps.groupby("experiment")["ensemble"].nunique()
         if len(varied) and varied.max() > 1:
             steps = steps[steps["experiment"] == varied.idxmax()]
-    ram_tiers, device_tiers = _tiers(steps, RAM_CLASSES), _tiers(steps, DEVICE_CLASSES)
+    ram_tiers, device_tiers = _tiers(steps, RAM_CLASSES), _slow_tiers(steps)
     lessons = (
         "Writing every step costs the parallel/device tier far more than the fast tier",
         "At write interval 100 the tier does not matter (within 10%)",
@@ -509,6 +521,12 @@ def document_001(study: Study, ref: pd.DataFrame, workload: str = "cfd_proxy") -
         verdicts.append(_device_claim(verdict, [rows[0]]))
     verdicts.append(_ensembles(study, steps, lessons[2], slow, fast, point, pub))
     return verdicts
+
+
+def _slow_tiers(steps: pd.DataFrame) -> list[str]:
+    """Document 001's slow tier was the shared parallel file system: network tiers first,
+    local device tiers only where there is none."""
+    return _tiers(steps, NETWORK_CLASSES) or _tiers(steps, LOCAL_DEVICE_CLASSES)
 
 
 def _ensembles(study, steps, lesson, slow, fast, point, pub) -> Verdict:

@@ -16,13 +16,14 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from .. import plotting
+from ..tiers import LOCAL_DEVICE_CLASSES, RAM_CLASSES
 from ..units import format_size, parse_size
 
 DOCUMENT = "002"
 #: the document's sinks, by the class of the tier that plays them here
 ROLE = {"void": "the void", "fuse": "bindfs, FUSE"}
-ROLE.update({c: "RAM disk" for c in ("shm", "tmpfs", "pmem-fsdax")})
-ROLE.update({c: "disk" for c in ("disk", "ssd", "nvme", "hdd")})
+ROLE.update({c: "RAM disk" for c in RAM_CLASSES})
+ROLE.update({c: "disk" for c in LOCAL_DEVICE_CLASSES})
 #: the document's sink names (config/reference/002_*.csv) for each role
 PUBLISHED_SINK = {
     "the void": "void",

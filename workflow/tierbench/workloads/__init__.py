@@ -58,6 +58,13 @@ class Workload:
     #: the metrics that say what a faster tier buys a job (the report's first screen ranks the
     #: tiers on them); the first a point measured counts. Times: lower is better; rates: higher.
     headline: tuple[str, ...] = ()
+    #: every write of its output creates files or folders on the tier (not one file written
+    #: once, as dd's): on a network file system each is a round trip to the server that no
+    #: page cache absorbs (tierbench.pagecache)
+    creates_files: bool = False
+    #: (files, folders) one write creates on the tier, from a point's parameters, where the
+    #: workload can tell; None: it cannot
+    created_per_write: Callable[[dict], tuple[int, int]] | None = None
     check_params: Callable[[dict], None] | None = None
     planned_bytes: Hook = None
     threads: Hook = None
@@ -66,7 +73,7 @@ class Workload:
     mem_mb: Hook = None
 
     def __post_init__(self):
-        for hook in ("run", "check_params", *HOOK_DEFAULTS):
+        for hook in ("run", "check_params", "created_per_write", *HOOK_DEFAULTS):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise TypeError(f"workload {self.name}: {hook} must be a function of the params")

@@ -661,5 +661,6 @@ WORKLOAD = Workload(
     tools=(Tool(CCX, "calculix-ccx", version=("-v",)),),
     check_params=check_params,
     planned_bytes=planned_bytes,
+    creates_files=True,
     threads=threads,
 )

@@ -138,6 +138,14 @@ def planned_bytes(params: dict) -> int:
     return kept * (bytes_per_write(p) + framing)
 
 
+def created_per_write(params: dict) -> tuple[int, int]:
+    """Files and folders one write time creates on the tier, every writer of every member."""
+    p = with_defaults(params)
+    writers = (p["ranks"] if p["file_handler"] == "uncollated" else 1) * p["ensemble"]
+    file_set = p["file_set"]
+    return writers * foam.files_per_write(file_set), writers * foam.dirs_per_write(file_set)
+
+
 def tasks(params: dict) -> int:
     """MPI tasks of the job: every rank of every member runs at once."""
     return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
@@ -398,5 +406,7 @@ WORKLOAD = Workload(
     mpi=True,
     check_params=check_params,
     planned_bytes=planned_bytes,
+    creates_files=True,
+    created_per_write=created_per_write,
     tasks=tasks,
 )

@@ -1104,5 +1104,6 @@ WORKLOAD = Workload(
     env="fe",
     check_params=check_params,
     planned_bytes=planned_bytes,
+    creates_files=True,
     threads=threads,
 )

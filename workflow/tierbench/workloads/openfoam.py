@@ -885,6 +885,7 @@ WORKLOAD = Workload(
     mpi=True,
     check_params=check_params,
     planned_bytes=planned_bytes,
+    creates_files=True,
     tasks=tasks,
     runtime_s=runtime_s,
 )
