@@ -58,3 +58,23 @@ def test_a_site_openfoam_reaches_every_job_spec_of_the_machine(tmp_path):
     )
     with pytest.raises(ConfigError, match="openfoam"):
         matrix.load_hardware("bad", tmp_path)
+
+
+def test_a_site_environment_is_expanded_for_the_run_and_its_jobs(monkeypatch, tmp_path):
+    monkeypatch.setenv("SITE", "/opt/site")
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    hardware = {
+        "env": {"SLURM_CONF": "$SITE/slurm.conf", "OMPI_MCA_btl": "self,tcp"},
+        "path": ["~/bin", "/opt/site/bin"],
+    }
+    variables, folders = matrix.site_environment(hardware)
+    assert variables == {"SLURM_CONF": "/opt/site/slurm.conf", "OMPI_MCA_btl": "self,tcp"}
+    assert folders == [str(Path("~/bin").expanduser()), "/opt/site/bin"]
+    assert matrix.site_environment({}) == ({}, [])
+    with pytest.raises(ConfigError, match="env.X: \\$NOT_SET_ANYWHERE/a names an unset variable"):
+        matrix.site_environment({"env": {"X": "$NOT_SET_ANYWHERE/a"}})
+    (tmp_path / "bad.yaml").write_text(
+        "name: bad\ncores: 1\nmemory: 1GiB\nenv: {1X: a}\ntiers: {t: {path: /tmp, class: disk}}\n"
+    )
+    with pytest.raises(ConfigError, match="env"):
+        matrix.load_hardware("bad", tmp_path)

@@ -80,6 +80,24 @@ envvars:
     "TIERBENCH_MACHINE",
 
 
+def _hardware():
+    """The hardware file (empty without one); its environment is set for the run and its jobs."""
+    if not config.get("hardware"):
+        return {}
+    try:
+        hardware = matrix.load_hardware(config["hardware"], BASE / "config/hardware")
+        variables, folders = matrix.site_environment(hardware)
+    except ConfigError as error:
+        raise WorkflowError(str(error)) from None
+    os.environ.update(variables)
+    for folder in reversed(folders):
+        _prepend_env("PATH", folder)
+    return hardware
+
+
+HARDWARE = _hardware()
+
+
 def _load():
     try:
         matrix.validate_config(config)
@@ -310,11 +328,6 @@ def point_resource(workload, name):
 # threads matter; the rest is ignored.
 from tierbench import cluster  # noqa: E402
 
-HARDWARE = (
-    matrix.load_hardware(config["hardware"], BASE / "config/hardware")
-    if config.get("hardware")
-    else {}
-)
 _WARNED_PARTITIONS = set()
 
 

@@ -192,6 +192,22 @@ def load_hardware(name: str, hardware_dir: str | os.PathLike) -> dict:
     return hardware
 
 
+def site_environment(hardware: dict) -> tuple[dict[str, str], list[str]]:
+    """(variables, folders first on PATH) a hardware file sets for the run and its jobs.
+
+    Jobs inherit the submitting process's environment (sbatch exports it), so
+    setting it where the workflow is parsed reaches every job; a job parses
+    the workflow again and gets the same values.
+    """
+    variables = {}
+    for name, value in (hardware.get("env") or {}).items():
+        expanded = os.path.expandvars(value)
+        if "$" in expanded:
+            raise ConfigError(f"hardware env.{name}: {value} names an unset variable")
+        variables[name] = expanded
+    return variables, [os.path.expanduser(folder) for folder in hardware.get("path") or []]
+
+
 def study_of(config: dict) -> dict:
     """The study-level part of a config (what a study file defines)."""
     return {key: config[key] for key in STUDY_KEYS if key in config}
