@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from conftest import REPO, job_spec
 from test_openfoam import solver  # noqa: F401 (the fixture: simpleFoam, or a skip outside CI)
 from tierbench import cfd_writer, foam, matrix, native, rundir
 from tierbench.errors import ConfigError, PointFailed
-from tierbench.runner import run_job
+from tierbench.runner import Job, run_job
 from tierbench.workloads import cfd_proxy, openfoam
 
 HAVE_MPI = shutil.which("mpiexec") is not None
@@ -583,6 +584,54 @@ def test_launch_command_per_launcher():
 def test_tasks_are_ranks_times_ensemble():
     assert cfd_proxy.tasks({"ranks": 4, "ensemble": 5}) == 20
     assert cfd_proxy.tasks({"ranks": 3}) == 3
+
+
+def test_each_member_gets_nodes_of_its_own():
+    """Document 001's ensembles: five 4-node runs, 20 nodes, member i from node 4i on."""
+    assert cfd_proxy.nodes({"ranks": 192}) is None  # unset: Slurm places the ranks
+    assert cfd_proxy.nodes({"ranks": 192, "nodes": 4, "ensemble": 5}) == 20
+    member = cfd_proxy.launch_command("srun --mpi=pmix", 192, 5, False, nodes_each=4, member=2)
+    assert member == ["srun", "--mpi=pmix", "-n", "192", "--exact", "-N", "4", "--relative=8"]
+    # outside Slurm every rank runs on this machine
+    assert "-N" not in cfd_proxy.launch_command("mpiexec", 2, 1, True, nodes_each=2, member=1)
+
+
+def test_ranks_on_several_nodes_meet_beside_the_record(tmp_path, monkeypatch):
+    """A node-local tier's run folder is on the first node only: the start gate and the
+    results go beside the job's record, which every node of the cluster sees."""
+    folder = rundir.RunFolder(tmp_path, "t")
+    record = tmp_path / "records" / ".rep1.control"
+    spanning = {"ranks": 2, "nodes": 2, "steps": 2, "write_interval": 1, "cells_per_rank": 10}
+
+    def job(params, **spec):
+        return Job(spec={"params": params, "control_dir": str(record), **spec}, folder=folder)
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert cfd_proxy.control_folder(job(spanning)) == folder.path  # one machine
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    assert cfd_proxy.control_folder(job(spanning)) == record
+    assert cfd_proxy.control_folder(job(spanning, tier_shared=True)) == folder.path
+    one_node = {**spanning, "nodes": 1}
+    assert cfd_proxy.control_folder(job(one_node)) == folder.path
+
+
+@needs_mpi
+def test_a_rank_without_the_run_folder_on_its_node_makes_and_removes_its_own(tmp_path):
+    """As a rank on a second node of a node-local tier: no run folder there yet."""
+    run_folder = tmp_path / "tier" / "tierbench-t-1"
+    (tmp_path / "tier").mkdir()
+    config = cfd_proxy.writer_config({**PARAMS, "steps": 2, "write_interval": 1})
+    case, out = run_folder / "member0", tmp_path / "result.json"
+    command = cfd_proxy.launch_command("mpiexec", 2, 1, local=True) + [
+        sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
+        "--config", json.dumps(config), "--out", str(out), "--run-folder", str(run_folder),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=mpi_env(), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["problems"] == [] and result["files_created"] > 0
+    assert result["hosts"] == [socket.gethostname()]
+    assert list((tmp_path / "tier").iterdir()) == []  # made by the ranks, removed by them
 
 
 # ------------------------------------------------------------------ bad input

@@ -379,6 +379,16 @@ def bench_threads(workload):
     return threads
 
 
+def bench_nodes(workload):
+    """Resource `nodes`: the nodes an MPI point spans (its `nodes` x ensemble), else unset."""
+
+    @per_job
+    def nodes(wildcards):
+        return estimate(workload, "nodes", point_of(wildcards, workload).params)
+
+    return nodes
+
+
 def bench_runtime(workload):
     """Resource `runtime` (minutes): from the workload's `runtime_s(params)` estimate."""
 
@@ -495,6 +505,7 @@ def benchmark_resources(workload):
             **common,
             "mpi": mpi_launcher,
             "tasks": point_resource(name, "tasks"),
+            "nodes": bench_nodes(name),
             "cpus_per_task": 1,
             "mem_mb_per_cpu": bench_mem_mb_per_cpu(name),
         }

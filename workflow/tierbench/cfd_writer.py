@@ -27,6 +27,12 @@ and against what is on disk at the end; a mismatch fails the run.
 
 ``--gate DIR`` lets several launches start their measured loop together: rank
 0 creates ``DIR/ready-<name>`` and waits for ``DIR/go`` before the first step.
+
+``--run-folder DIR`` names the job's run folder on the tier. On a cluster the
+ranks of one run may sit on several nodes of a node-local tier, where the run
+folder exists on the job's first node only: a rank that finds none on its
+node makes it, with the marker of :mod:`tierbench.rundir` (so a killed run's
+folder is swept by the next job there), and removes it at the end.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ import argparse
 import json
 import math
 import os
+import shutil
+import socket
 import sys
 import time
 import traceback
@@ -43,6 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from . import foam, native
+from .records import utc_now
+from .rundir import MARKER
 
 GATE_TIMEOUT_S = 300.0
 
@@ -147,11 +157,34 @@ def wait_for_gate(gate: Path, name: str) -> None:
         time.sleep(0.002)
 
 
-def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0") -> dict:
+def claim_run_folder(comm, run_folder: Path | None) -> bool:
+    """Make the run folder where this node has none; True for the rank that made it."""
+    made = False
+    if run_folder is not None and not run_folder.exists():
+        try:
+            run_folder.mkdir()
+            marker = {"created_at": utc_now(), "host": socket.gethostname(), "pid": os.getpid()}
+            (run_folder / MARKER).write_text(json.dumps(marker) + "\n")
+            made = True
+        except FileExistsError:
+            pass  # another rank on this node made it
+    comm.Barrier()
+    return made
+
+
+def run(
+    comm,
+    case: Path,
+    config: dict,
+    gate: Path | None = None,
+    name: str = "0",
+    run_folder: Path | None = None,
+) -> dict:
     """Run the proxy on ``comm``; rank 0 returns the result, other ranks None."""
     from mpi4py import MPI
 
     rank, size = comm.Get_rank(), comm.Get_size()
+    made_run_folder = claim_run_folder(comm, run_folder)
     cells, fmt, fsync = config["cells"], config["write_format"], config.get("fsync", False)
     collated = config["file_handler"] == "collated"
     file_set = file_set_of(config)
@@ -220,10 +253,16 @@ def run(comm, case: Path, config: dict, gate: Path | None = None, name: str = "0
         files, dirs = foam.count_tree(root)
         mine = (files, dirs + 1)
     found = comm.gather(mine, root=0)
+    hosts = comm.gather(socket.gethostname(), root=0)
+    comm.Barrier()  # every rank has counted its tree
+    if made_run_folder:
+        shutil.rmtree(run_folder, ignore_errors=True)
     if rank != 0:
         return None
     on_disk = (sum(f for f, _ in found), sum(d for _, d in found))
-    return summarise(config, size, slowest_steps, slowest_writes, totals, on_disk, loop_time)
+    result = summarise(config, size, slowest_steps, slowest_writes, totals, on_disk, loop_time)
+    result["hosts"] = sorted(set(hosts))
+    return result
 
 
 def write_collated_step(
@@ -319,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="result JSON written by rank 0")
     parser.add_argument("--gate", help="folder for the ready/go start signal")
     parser.add_argument("--name", default="0", help="name of this launch at the gate")
+    parser.add_argument("--run-folder", help="the job's run folder on the tier (see above)")
     args = parser.parse_args(argv)
     from mpi4py import MPI
 
@@ -330,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             json.loads(args.config),
             Path(args.gate) if args.gate else None,
             args.name,
+            Path(args.run_folder) if args.run_folder else None,
         )
     except Exception as error:  # one rank failing must not leave the others hanging
         print(f"rank {comm.Get_rank()}: {type(error).__name__}: {error}", file=sys.stderr)

@@ -18,6 +18,8 @@ import yaml
 
 from .errors import ConfigError
 from .mounts import BINDFS, default_method
+from .tiers import NETWORK
+from .tiers import role as tier_role
 from .units import parse_size
 
 VOID = "void"
@@ -466,6 +468,9 @@ def run_spec(
     }
     if count_syscalls:
         spec["count_syscalls"] = True
+    if tier_spec.get("shared") or tier_role(tier_spec["class"]) == NETWORK:
+        # every node of a job sees the same folder (an MPI run over several nodes relies on it)
+        spec["tier_shared"] = True
     if tier_spec.get("backing"):
         # mounted for the job by the runner (tierbench.mounts)
         spec.update(

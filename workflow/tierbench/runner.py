@@ -154,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(str(error)) from None
     if args.launcher:
         spec["launcher"] = args.launcher
-    record = run_job(spec, get(spec["workload"]).run)
     out = Path(args.out)
+    # beside the record, so on the file system the cluster's nodes share for the workflow
+    spec["control_dir"] = str(out.with_name(f".{out.stem}.control"))
+    record = run_job(spec, get(spec["workload"]).run)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -20,7 +20,14 @@ from functools import cache
 #: a function of a point's complete parameters
 Hook = Callable[[dict], float] | None
 #: the estimates a workload may give for one of its points, and what a point gets without one
-HOOK_DEFAULTS = {"planned_bytes": 0, "threads": 1, "tasks": 1, "runtime_s": None, "mem_mb": 0}
+HOOK_DEFAULTS = {
+    "planned_bytes": 0,
+    "threads": 1,
+    "tasks": 1,
+    "nodes": None,
+    "runtime_s": None,
+    "mem_mb": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ class Workload:
     planned_bytes: Hook = None
     threads: Hook = None
     tasks: Hook = None
+    #: cluster nodes a job asks for (None: Slurm chooses); for an MPI workload
+    nodes: Hook = None
     runtime_s: Hook = None
     mem_mb: Hook = None
 

@@ -151,17 +151,37 @@ def tasks(params: dict) -> int:
     return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
 
 
+def nodes(params: dict) -> int | None:
+    """Nodes of the job: ``nodes`` for each member, members side by side; None if unset."""
+    p = with_defaults(params)
+    return int(p["nodes"]) * int(p["ensemble"]) if p.get("nodes") else None
+
+
 def under_slurm() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
 
 
-def launch_command(launcher: str, ranks: int, ensemble: int, local: bool) -> list[str]:
+def spans_nodes(params: dict) -> bool:
+    """Do the job's ranks run on more than one node (so not all of them see its folder)?"""
+    return under_slurm() and (nodes(params) or 1) > 1
+
+
+def launch_command(
+    launcher: str,
+    ranks: int,
+    ensemble: int,
+    local: bool,
+    nodes_each: int | None = None,
+    member: int = 0,
+) -> list[str]:
     """The launcher as argv, with the rank count and what this machine needs.
 
     Open MPI outside Slurm gets ``--oversubscribe`` (more ranks than cores)
     and ``--bind-to none`` (concurrent launches would otherwise pin their ranks
     to the same cores). ``srun`` gets ``--exact`` for ensembles, so
-    concurrent steps share the allocation instead of waiting for each other.
+    concurrent steps share the allocation instead of waiting for each other,
+    and with ``nodes_each`` its own nodes of the allocation for each member
+    (``-N`` of them from node ``member x nodes_each`` on).
     """
     argv = shlex.split(launcher)
     if not argv:
@@ -172,7 +192,22 @@ def launch_command(launcher: str, ranks: int, ensemble: int, local: bool) -> lis
         argv += ["--oversubscribe", "--bind-to", "none"]
     if tool == "srun" and ensemble > 1:
         argv += ["--exact"]
+    if tool == "srun" and nodes_each and not local:
+        argv += ["-N", str(nodes_each), f"--relative={member * nodes_each}"]
     return argv
+
+
+def control_folder(job: Job) -> Path:
+    """Where the launches' start gate and results go: a folder every rank sees.
+
+    That is the run folder on the tier, unless the ranks span nodes of a
+    node-local tier: then a folder beside the job's record, which the
+    cluster's nodes share as they share the workflow's results.
+    """
+    shared = job.spec.get("tier_shared") or not spans_nodes(job.params)
+    if shared or not job.spec.get("control_dir"):
+        return job.folder.path
+    return Path(job.spec["control_dir"])
 
 
 def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
@@ -201,8 +236,11 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
     a private one in the system's temp folder, never on the tier measured.
     """
     folder = job.folder.path
-    gate = folder / "gate"
-    gate.mkdir()
+    control = control_folder(job)
+    if control != folder:  # a killed run's may be there
+        shutil.rmtree(control, ignore_errors=True)
+    gate = control / "gate"
+    gate.mkdir(parents=True)
     local = not under_slurm()
     env, added = launch_env(launcher, local)
     own_session = os.path.basename(shlex.split(launcher)[0]) in OPEN_MPI_LAUNCHERS
@@ -210,13 +248,16 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
         added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     for i in range(p["ensemble"]):
-        command = launch_command(launcher, p["ranks"], p["ensemble"], local) + [
+        command = launch_command(
+            launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), i
+        ) + [
             sys.executable, "-m", "tierbench.cfd_writer",
             "--case", str(folder / f"member{i}"),
             "--config", json.dumps(config, sort_keys=True),
-            "--out", str(folder / f"result{i}.json"),
+            "--out", str(control / f"result{i}.json"),
             "--gate", str(gate),
             "--name", str(i),
+            "--run-folder", str(folder),
         ]  # fmt: skip
         session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
         member_env = {**env, **dict.fromkeys(SESSION_VARS, session)} if session else env
@@ -234,7 +275,7 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
 
 def open_gate(job: Job, members: list[dict]) -> None:
     """Let every member start its measured steps once all of them are ready."""
-    gate = job.folder.path / "gate"
+    gate = control_folder(job) / "gate"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         ready = sum((gate / f"ready-{m['index']}").exists() for m in members)
@@ -271,13 +312,13 @@ def collect(job: Job, members: list[dict]) -> list[dict]:
     results, failures = [], []
     for m in members:
         m["process"].wait()
-    folder = job.folder.path
+    folder, control = job.folder.path, control_folder(job)
     for m in members:
         i, code = m["index"], m["process"].returncode
         output = (folder / f"member{i}.log").read_text(errors="replace").strip()
         if output:
             job.log(f"member {i} output:\n{output[-2000:]}")
-        out = folder / f"result{i}.json"
+        out = control / f"result{i}.json"
         result = json.loads(out.read_text()) if out.exists() else None
         if result and result["problems"]:
             failures.append(f"member {i}: " + "; ".join(result["problems"]))
@@ -383,6 +424,8 @@ def run(job: Job) -> list[dict]:
         results = collect(job, members)
     finally:
         stop(members)
+        if control_folder(job) != job.folder.path:
+            shutil.rmtree(control_folder(job), ignore_errors=True)
     check_counts(results, p)
     job.extra["members"] = results
     job.extra["cells_per_rank"] = config["cells"]
@@ -409,4 +452,5 @@ WORKLOAD = Workload(
     creates_files=True,
     created_per_write=created_per_write,
     tasks=tasks,
+    nodes=nodes,
 )
