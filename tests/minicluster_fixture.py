@@ -2,8 +2,9 @@
 
 The cluster has fixed names (the bridge tbmc0, namespaces tbmc-*), so two
 pytest workers must never start one each: :func:`running_minicluster` holds an
-exclusive fcntl lock on a file beside the state folder from before ``up`` until
-after ``down``, and a second test file waits for the first to finish. A test
+exclusive fcntl lock on a file beside the default state folder
+(``minicluster.exclusive``) from before ``up`` until after ``down``, and a
+second test file waits for the first to finish. A test
 module makes its fixture from it::
 
     @pytest.fixture(scope="module")
@@ -18,7 +19,6 @@ installed with apt-get where missing.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,17 +28,13 @@ from slurm_cluster import install
 from tierbench.minicluster import (
     MiniCluster,
     MiniClusterError,
+    exclusive,
     install_command,
     missing_packages,
     state_path,
 )
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def lock_path(state: Path) -> Path:
-    """The lock file beside the state folder (down removes the folder, never the lock)."""
-    return state.with_name(state.name + ".lock")
 
 
 def unavailable(reason: str) -> None:
@@ -65,9 +61,7 @@ def running_minicluster(nodes: int = 2, state: Path | None = None) -> Iterator[M
     there is used, and brought down with the rest.
     """
     state = state_path(state)
-    state.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path(state), "a") as lock:
-        fcntl.lockf(lock, fcntl.LOCK_EX)
+    with exclusive():
         cluster = MiniCluster(state, nodes=nodes)
         try:
             try:

@@ -30,6 +30,7 @@ nothing to do.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import ipaddress
 import json
 import os
@@ -41,13 +42,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .probe import parse_mountinfo
 
 DEFAULT_STATE = Path("/var/tmp/tierbench-minicluster")
 STATE_ENV = "TIERBENCH_MINICLUSTER"
+#: one cluster per machine (its bridge and namespace names are fixed): see exclusive()
+LOCK_FILE = DEFAULT_STATE.with_name(DEFAULT_STATE.name + ".lock")
 #: every namespace and link name starts with it; the bridge is <prefix>0
 PREFIX = "tbmc"
 PARTITION = "compute"
@@ -90,6 +94,9 @@ MOUNT_OPTIONS = "direct-io-mode=enable,attribute-timeout=0,entry-timeout=0,negat
 #: glusterd's folders, each bind-mounted from <state>/gluster/<name> in its own namespace
 GLUSTER_DIRS = {"lib": "/var/lib/glusterd", "log": "/var/log/glusterfs", "run": "/run/gluster"}
 NETNS_DIR = Path("/run/netns")
+FUSE_DEVICE = Path("/dev/fuse")
+#: what must succeed for nodes to be made of namespaces
+NAMESPACE_PROBE = ["unshare", "--net", "--mount", "--uts", "true"]
 #: how long a daemon gets to stop after SIGTERM before SIGKILL
 STOP_WAIT_S = 10
 
@@ -107,6 +114,20 @@ class MiniClusterError(RuntimeError):
 def state_path(state: str | os.PathLike | None = None) -> Path:
     """The state folder: given, else $TIERBENCH_MINICLUSTER, else the default."""
     return Path(state or os.environ.get(STATE_ENV) or DEFAULT_STATE).absolute()
+
+
+@contextmanager
+def exclusive(lock_file: Path = LOCK_FILE) -> Iterator[None]:
+    """Hold the machine's minicluster lock, waiting while another process holds it.
+
+    For whoever brings a cluster up and down again (tests, the bench), so two of
+    them never run at once. An fcntl lock: the kernel drops it when the holder
+    dies, and the file stays (removing it would let two holders in).
+    """
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX)
+        yield
 
 
 def which(command: str) -> str | None:
@@ -266,9 +287,9 @@ def preflight(prefix: str = PREFIX) -> None:
             f"{install_command(missing)}"
         )
     need_root()
-    if not Path("/dev/fuse").exists():
-        raise MiniClusterError("no /dev/fuse: the shared tier is a FUSE mount (modprobe fuse)")
-    probe = run(["unshare", "--net", "--mount", "--uts", "true"], check=False, timeout=10)
+    if not FUSE_DEVICE.exists():
+        raise MiniClusterError(f"no {FUSE_DEVICE}: the shared tier is a FUSE mount (modprobe fuse)")
+    probe = run(NAMESPACE_PROBE, check=False, timeout=10)
     if probe.returncode != 0:
         said = (probe.stderr.strip() or f"exit {probe.returncode}").splitlines()[-1]
         raise MiniClusterError(f"cannot create namespaces (unshare --net --mount --uts): {said}")
