@@ -23,6 +23,7 @@ from pathlib import Path
 import cfd_creates_vs_c
 import cfd_vs_fio
 import fe_output_overhead
+import minicluster_timing
 import pipeline_overhead
 import proxy_fidelity
 import resultsdb_timing
@@ -87,6 +88,13 @@ ITEMS = [
         reference="openfoam and calculix, same shape, interleaved rounds",
         goal=at_least(0.9),
         module=proxy_fidelity,
+    ),
+    Item(
+        9,
+        instrument="`cluster up` and `cluster down` of the one-machine cluster, 2 nodes",
+        reference="the goal: seconds, so a test may bring one up and down",
+        goal=(at_most(10.0, "s"), at_most(5.0, "s")),
+        module=minicluster_timing,
     ),
 ]
 #: what the items run besides Python
