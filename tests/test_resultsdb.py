@@ -1,4 +1,4 @@
-"""The results database: appends from concurrent studies, re-runs, rebuild, export/import."""
+"""The results database: appends, re-runs, rebuild, export/import, network file systems."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import gzip
 import json
 import multiprocessing
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
-from tierbench import aggregate, resultsdb
+import yaml
+from tierbench import aggregate, matrix, resultsdb, sharedfs
+from tierbench.errors import ConfigError
 from tierbench.records import FAILED, metric, no_value
 
 HOST = {
@@ -395,3 +398,153 @@ def test_list_without_a_database_says_so(tmp_path, capsys):
 def test_canon_spells_csv_and_json_values_alike(value, expected):
     assert resultsdb.canon(value) == expected
     assert type(resultsdb.canon(value)) is type(expected)
+
+
+# --- on a network file system ------------------------------------------------------
+
+
+@pytest.fixture
+def on_fs(monkeypatch):
+    """Put every database on a file system of the given type (the seam: sharedfs.fs_type_of)."""
+
+    def put(fs_type):
+        monkeypatch.setattr(sharedfs, "fs_type_of", lambda path, table=None: fs_type)
+
+    return put
+
+
+def journal(db):
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("PRAGMA journal_mode").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_local_database_keeps_wal(tmp_path, on_fs):
+    on_fs("ext4")
+    study_dir, paths = write_study(tmp_path / "r", "ws", "default", sweep())
+    append_study(tmp_path / "db.sqlite", study_dir, paths)
+    assert journal(tmp_path / "db.sqlite") == "wal"
+    assert not (tmp_path / "db.sqlite.lock").exists()
+
+
+@pytest.mark.parametrize("fs_type", ["nfs4", "lustre", "fuse.glusterfs", "cifs"])
+def test_a_network_database_gets_a_rollback_journal_and_no_lock_left(tmp_path, on_fs, fs_type):
+    on_fs(fs_type)
+    study_dir, paths = write_study(tmp_path / "r", "ws", "default", sweep())
+    run = append_study(tmp_path / "db.sqlite", study_dir, paths)
+    assert journal(tmp_path / "db.sqlite") == "delete"
+    assert [r[0] for r in table(tmp_path / "db.sqlite", "runs")] == [run["run_id"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.sqlite", "r"]  # no -wal, no lock
+
+
+def test_a_wal_database_moved_to_a_network_file_system_leaves_wal(tmp_path, on_fs):
+    study_dir, paths = write_study(tmp_path / "r", "ws", "default", sweep())
+    db = tmp_path / "db.sqlite"
+    append_study(db, study_dir, paths)
+    assert journal(db) == "wal"
+    on_fs("nfs")
+    study_dir, paths = write_study(tmp_path / "r2", "laptop", "default", sweep())
+    append_study(db, study_dir, paths)
+    assert journal(db) == "delete" and len(table(db, "runs")) == 2
+
+
+def test_concurrent_appends_on_a_network_file_system_lose_nothing(tmp_path, on_fs):
+    on_fs("fuse.glusterfs")
+    test_concurrent_appends_lose_nothing(tmp_path)  # forked workers inherit the fake
+    assert journal(tmp_path / "results" / "tierbench.sqlite") == "delete"
+
+
+def _cli_append(tmp_path, db):
+    study_dir, paths = write_study(tmp_path / "results", "ws", "default", sweep())
+    return [
+        "append", "--db", str(db), "--machine", "ws", "--study", "default",
+        "--results", str(study_dir / "results.csv"), "--summary", str(study_dir / "summary.csv"),
+        "--provenance", str(study_dir / "provenance" / "tiers.json"),
+        "--out", str(study_dir / "run.json"), *paths,
+    ]  # fmt: skip
+
+
+def test_an_untrusted_file_system_is_refused_in_one_line(tmp_path, on_fs, capsys):
+    on_fs("fuse.s3fs")
+    db = tmp_path / "bucket" / "tierbench.sqlite"
+    args = _cli_append(tmp_path, db)
+    capsys.readouterr()
+    assert resultsdb.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "fuse.s3fs" in err and "`database:` in config/config.yaml" in err and "local disk" in err
+    assert not db.exists() and not db.parent.exists()
+
+
+def test_a_commit_the_file_system_drops_is_an_error_not_a_silent_loss(
+    tmp_path, on_fs, monkeypatch, capsys
+):
+    on_fs("fuse.glusterfs")
+    monkeypatch.setattr(resultsdb, "store", lambda conn, payload: [])  # the write vanishes
+    args = _cli_append(tmp_path, tmp_path / "db.sqlite")
+    capsys.readouterr()
+    assert resultsdb.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "on fuse.glusterfs lost run" in err and "read back 0 of 24 records" in err
+    assert "`database:` in config/config.yaml" in err
+    assert not (tmp_path / "db.sqlite.lock").exists()  # the lock went with the error
+
+
+def test_a_lock_held_too_long_fails_the_append_with_who_holds_it(
+    tmp_path, on_fs, monkeypatch, capsys
+):
+    on_fs("nfs4")
+    monkeypatch.setattr(sharedfs, "LOCK_TIMEOUT_S", 0.3)
+    lock = tmp_path / "db.sqlite.lock"
+    lock.mkdir()
+    owner = {"host": "node2", "pid": 77, "since": time.time(), "token": "t"}
+    (lock / sharedfs.OWNER_FILE).write_text(json.dumps(owner))
+    args = _cli_append(tmp_path, tmp_path / "db.sqlite")
+    capsys.readouterr()
+    assert resultsdb.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "node2 pid 77" in err and f"remove {lock}" in err
+    assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_import_and_rebuild_on_a_network_file_system(tmp_path, on_fs):
+    on_fs("lustre")
+    results = tmp_path / "results"
+    db = results / "tierbench.sqlite"
+    study_dir, paths = write_study(results, "ws", "default", sweep())
+    (study_dir / "run.json").write_text(json.dumps(append_study(db, study_dir, paths)))
+    export = tmp_path / "ws.gz"
+    assert resultsdb.main(["export", "--db", str(db), "--machine", "ws", "--out", str(export)]) == 0
+    other = tmp_path / "other.sqlite"
+    assert resultsdb.main(["import", "--db", str(other), str(export)]) == 0
+    assert table(other, "raw") == table(db, "raw")
+    assert resultsdb.rebuild(results, db) == (1, 0)
+    assert journal(db) == "delete" and len(table(db, "runs")) == 1
+    assert sorted(p.name for p in results.iterdir()) == ["tierbench.sqlite", "ws"]
+
+
+def test_the_cli_finds_the_configured_database(tmp_path, monkeypatch, capsys):
+    study_dir, paths = write_study(tmp_path / "results", "ws", "default", sweep())
+    db = tmp_path / "local disk" / "tierbench.sqlite"
+    append_study(db, study_dir, paths)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(f"database: {db}\n")
+    monkeypatch.setattr(resultsdb, "REPO", tmp_path)
+    monkeypatch.delenv("TIERBENCH_DB", raising=False)
+    assert resultsdb.default_db() == str(db)
+    assert resultsdb.main(["list"]) == 0
+    assert "ws" in capsys.readouterr().out
+    monkeypatch.setenv("TIERBENCH_DB", str(tmp_path / "elsewhere.sqlite"))
+    assert resultsdb.main(["list"]) == 2
+    assert "elsewhere.sqlite" in capsys.readouterr().err
+
+
+def test_the_config_names_the_database():
+    config = yaml.safe_load((resultsdb.REPO / "config" / "config.yaml").read_text())
+    assert config["database"] == resultsdb.DEFAULT_DB
+    matrix.validate_config({**config, "database": "/local/tierbench.sqlite"})
+    with pytest.raises(ConfigError, match="database"):
+        matrix.validate_config({**config, "database": 3})

@@ -68,8 +68,8 @@ MACHINE = machine_name()
 os.environ["TIERBENCH_MACHINE"] = MACHINE
 #: every output of this run lives under results/<machine>/: machines never share a path
 OUT = f"results/{MACHINE}"
-#: one database of every finished study run, of every machine
-DATABASE = "results/tierbench.sqlite"
+#: one database of every finished study run, of every machine (`database:` moves it)
+DATABASE = config.get("database") or "results/tierbench.sqlite"
 RAW = f"{OUT}/{{study}}/raw/{{workload}}/{{experiment}}/{{tier}}/{{point}}/rep{{rep}}.json"
 #: a benchmark job's log: the same path as its raw record, under logs/
 RAW_LOG = f"{OUT}/{{study}}/logs/{{workload}}/{{experiment}}/{{tier}}/{{point}}/rep{{rep}}.log"

@@ -1,4 +1,4 @@
-"""Each finished study run goes into the one results database (results/tierbench.sqlite)."""
+"""Each finished study run goes into the one results database (`database:` in the config)."""
 
 
 localrules:
@@ -9,7 +9,8 @@ rule record_run:
     """Append the study's run (or replace it, when re-run) in the results database.
 
     The database is not an output: it is shared by every machine and study,
-    and the append is one transaction that waits for other writers.
+    and the append is one transaction that waits for other writers (on a
+    network file system under a lock that holds across hosts, see resultsdb).
     {OUT}/{study}/run.json says what was recorded, and lets a rebuild from
     the raw records restore the scale, commit and executor.
     """
@@ -36,7 +37,7 @@ rule record_run:
             f"--verdict {input.verdict}" if input.verdict else ""
         ),
     shell:
-        "python -m tierbench.resultsdb append --db {params.db} --machine {params.machine}"
+        "python -m tierbench.resultsdb append --db {params.db:q} --machine {params.machine}"
         " --study {wildcards.study} --scale {params.scale} --executor {params.executor}"
         " --noise-threshold {params.noise} --results {input.results}"
         " --summary {input.summary} {params.verdict} --provenance {input.tiers}"

@@ -38,7 +38,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from . import __version__
 from .records import utc_now
 from .report import TEMPLATES, number
-from .resultsdb import ResultsError, connect
+from .resultsdb import DB_HELP, ResultsError, connect, default_db
 from .units import format_size
 
 BOOTSTRAP_SAMPLES = 2000
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sides", nargs="*", help="machine names or run ids")
     parser.add_argument("--baseline", help="a saved run id: mark points slower than it")
     parser.add_argument("--study", help="compare this study only")
-    parser.add_argument("--db", default="results/tierbench.sqlite")
+    parser.add_argument("--db", default=default_db(), help=DB_HELP)
     parser.add_argument("--out", default="results/compare.html")
     args = parser.parse_args(argv)
     try:

@@ -1,10 +1,11 @@
 """One results database for every machine and run: append, rebuild, list, export, import.
 
-Each finished study run is appended to ``results/tierbench.sqlite`` (SQLite,
-WAL journal): the run's identity and provenance, the tidy measured values
-(results.csv), the summary rows with status and reason (summary.csv), the
-verdicts and the raw JSON records themselves, so an export carries
-everything and the database can be rebuilt from the raw records on disk.
+Each finished study run is appended to ``results/tierbench.sqlite`` (SQLite;
+``database:`` in config.yaml moves it): the run's identity and provenance,
+the tidy measured values (results.csv), the summary rows with status and
+reason (summary.csv), the verdicts and the raw JSON records themselves, so an
+export carries everything and the database can be rebuilt from the raw
+records on disk.
 
 A run id is a hash of the machine, the study and the raw records' start
 times and specs: appending the same run again replaces it, and a run that
@@ -13,9 +14,13 @@ shares any raw record with an earlier run of the same machine and study
 Writers take the write lock up front (``BEGIN IMMEDIATE``) and wait for each
 other (busy timeout), so two studies finishing at once both land.
 
-SQLite's WAL needs every writer on one host: keep the database on a local
-or single-host file system, not one written from several nodes at once
-(NFS, Lustre). The pipeline records runs from the host Snakemake runs on.
+On a local file system the database uses SQLite's WAL journal. WAL needs
+every writer on one host, so on a network file system (NFS, Lustre,
+GlusterFS...; see sharedfs) it gets a rollback journal instead, each write is
+made under a lock folder that holds across hosts, on a connection opened
+after the lock is taken and closed before it is released, and every write is
+read back before the lock goes: a file system that drops a commit raises an
+error then and there. One that cannot hold a database at all is refused.
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
-from . import aggregate
+from . import aggregate, sharedfs
 from .records import LEADING_COLUMNS, TRAILING_COLUMNS, utc_now
 
 SCHEMA_VERSION = 1
@@ -45,6 +51,12 @@ EXPORT_FORMAT = "tierbench-results-export"
 EXPORT_VERSION = 1
 BUSY_TIMEOUT_S = 120.0
 REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DB = "results/tierbench.sqlite"
+#: what to do when the database's file system cannot be trusted with it
+WHERE_INSTEAD = (
+    "put the database on a local disk of the host that runs Snakemake: set `database:` in "
+    "config/config.yaml (for ./tierbench list/compare/export/import: TIERBENCH_DB or --db)"
+)
 
 RUN_COLUMNS = [
     "run_id",
@@ -307,12 +319,73 @@ def build_run(
 # --- the database ------------------------------------------------------------------
 
 
+def default_db() -> str:
+    """The CLI's database: TIERBENCH_DB, else `database:` of config/config.yaml, else default."""
+    if os.environ.get("TIERBENCH_DB"):
+        return os.environ["TIERBENCH_DB"]
+    try:
+        config = yaml.safe_load((REPO / "config" / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        config = {}
+    return str(config.get("database") or DEFAULT_DB)
+
+
+def file_system(path: str | Path) -> str:
+    """The type of the file system under the database; refuses one that cannot hold it."""
+    fs_type = sharedfs.fs_type_of(path)
+    if sharedfs.kind_of(fs_type) == sharedfs.UNTRUSTED:
+        raise ResultsError(
+            f"{path} is on {fs_type}, which cannot hold a SQLite database safely: {WHERE_INSTEAD}"
+        )
+    return fs_type
+
+
+@contextmanager
+def exclusive(path: str | Path):
+    """One writer at a time across hosts on a network file system; nothing on a local one.
+
+    Yields the file system's type. SQLite failing there is said in one line
+    with where to put the database instead.
+    """
+    fs_type = file_system(path)
+    if sharedfs.kind_of(fs_type) == sharedfs.LOCAL:
+        yield fs_type
+        return
+    try:
+        with sharedfs.HostLock(path):
+            yield fs_type
+    except sharedfs.LockError as error:
+        raise ResultsError(str(error)) from None
+    except sqlite3.DatabaseError as error:
+        raise ResultsError(
+            f"{path} on {fs_type}: SQLite failed ({error}); {WHERE_INSTEAD}"
+        ) from None
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
-    """Open (creating if needed) the database in WAL mode, waiting for other writers."""
+    """Open (creating if needed) the database, waiting for other writers.
+
+    WAL on a local file system; a rollback journal, set under the cross-host
+    lock, on a network one.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    with exclusive(path) as fs_type:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            if sharedfs.journal_mode(fs_type) == "wal":
+                _use_wal(conn, path)
+            else:
+                _use_rollback_journal(conn, path)
+            _create_schema(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
     for attempt in range(50):  # switching to WAL needs a moment alone with the file
         try:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -324,6 +397,17 @@ def connect(path: str | Path) -> sqlite3.Connection:
     if mode.lower() != "wal":
         raise ResultsError(f"{path}: the file system refused SQLite's WAL journal ({mode})")
     conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def _use_rollback_journal(conn: sqlite3.Connection, path: Path) -> None:
+    """DELETE journal, synced at every commit: no shared memory between hosts needed."""
+    mode = conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0]
+    if mode.lower() != "delete":
+        raise ResultsError(f"{path}: SQLite kept the {mode} journal instead of DELETE")
+    conn.execute("PRAGMA synchronous = FULL")
+
+
+def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
     with transaction(conn):
         for statement in SCHEMA.split(";"):
             if statement.strip():
@@ -336,7 +420,6 @@ def connect(path: str | Path) -> sqlite3.Connection:
                 f"{path} has schema version {found[0]}, this tierbench reads {SCHEMA_VERSION}: "
                 "rebuild it with `python -m tierbench.resultsdb rebuild`"
             )
-    return conn
 
 
 @contextmanager
@@ -386,6 +469,45 @@ def store(conn: sqlite3.Connection, payload: dict) -> list[str]:
             [(run["run_id"], *row) for row in rows],
         )
     return [r for r in replaced if r != run["run_id"]]
+
+
+def write_runs(db: str | Path, payloads: list[dict]) -> list[list[str]]:
+    """Store runs in one transaction and read them back; returns the runs each one replaced.
+
+    On a network file system the lock is held from opening the file to the
+    read-back, so each writer opens the file only after the last one closed
+    it (what NFS's close-to-open consistency promises to make visible).
+    """
+    with exclusive(db) as fs_type:
+        conn = connect(db)
+        try:
+            with transaction(conn):
+                replaced = [store(conn, payload) for payload in payloads]
+        finally:
+            conn.close()
+        check_present(db, fs_type, payloads)
+    return replaced
+
+
+def check_present(db: str | Path, fs_type: str, payloads: list[dict]) -> None:
+    """Each run read back on a new connection: a file system that drops commits is caught now."""
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_S)
+    try:
+        for payload in payloads:
+            run_id = payload["run"]["run_id"]
+            found, records = conn.execute(
+                "SELECT (SELECT count(*) FROM runs WHERE run_id = ?),"
+                " (SELECT count(*) FROM raw WHERE run_id = ?)",
+                (run_id, run_id),
+            ).fetchone()
+            if found != 1 or records != len(payload["raw"]):
+                raise ResultsError(
+                    f"{db} on {fs_type or 'an unknown file system'} lost run {run_id} right "
+                    f"after its commit (read back {records} of {len(payload['raw'])} records): "
+                    f"{WHERE_INSTEAD}"
+                )
+    finally:
+        conn.close()
 
 
 def load_run(conn: sqlite3.Connection, run_id: str) -> dict:
@@ -447,12 +569,7 @@ def append(
         read_json(verdict) if verdict else None,
         **meta,
     )
-    conn = connect(db)
-    try:
-        with transaction(conn):
-            replaced = store(conn, payload)
-    finally:
-        conn.close()
+    (replaced,) = write_runs(db, [payload])
     return {**payload["run"], "replaced": replaced}
 
 
@@ -529,8 +646,10 @@ def rebuild(results_dir: Path, db: Path, keep_others: bool = True) -> tuple[int,
     finally:
         conn.close()
     _remove_journal(tmp)
-    _remove_journal(db)
-    os.replace(tmp, db)
+    with exclusive(db) as fs_type:
+        _remove_journal(db)
+        os.replace(tmp, db)
+        check_present(db, fs_type, carried + payloads)
     return len(payloads), len(carried)
 
 
@@ -616,12 +735,10 @@ def _import_run(entry: dict) -> dict:
     return payload
 
 
-def import_file(conn: sqlite3.Connection, path: Path) -> list[dict]:
+def import_file(db: str | Path, path: Path) -> list[dict]:
     """Merge an export into the database, all runs in one transaction."""
     payloads = read_export(path)
-    with transaction(conn):
-        for payload in payloads:
-            store(conn, payload)
+    write_runs(db, payloads)
     return [p["run"] for p in payloads]
 
 
@@ -636,11 +753,15 @@ def _summary_line(run: dict) -> str:
     )
 
 
+DB_HELP = "default: TIERBENCH_DB, else `database:` in config/config.yaml, else " + DEFAULT_DB
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    database = default_db()
     commands = parser.add_subparsers(dest="command", required=True)
     add = commands.add_parser("append", help="record one finished study run")
-    add.add_argument("--db", default="results/tierbench.sqlite")
+    add.add_argument("--db", default=database, help=DB_HELP)
     add.add_argument("--machine", required=True)
     add.add_argument("--study", required=True)
     add.add_argument("--scale")
@@ -655,18 +776,20 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("raw", nargs="+")
     again = commands.add_parser("rebuild", help="a new database from the raw records")
     again.add_argument("--results-dir", default="results")
-    again.add_argument("--db", help="default: <results-dir>/tierbench.sqlite")
+    again.add_argument(
+        "--db", help=f"default: {database} for results/, else <results-dir>/tierbench.sqlite"
+    )
     again.add_argument("--fresh", action="store_true", help="drop runs not on disk")
     show = commands.add_parser("list", help="the recorded runs, one line each")
-    show.add_argument("--db", default="results/tierbench.sqlite")
+    show.add_argument("--db", default=database, help=DB_HELP)
     show.add_argument("--machine")
     out = commands.add_parser("export", help="a machine's runs in one file")
-    out.add_argument("--db", default="results/tierbench.sqlite")
+    out.add_argument("--db", default=database, help=DB_HELP)
     out.add_argument("--machine", required=True)
     out.add_argument("--run", help="only this run id (or a unique prefix)")
     out.add_argument("--out", required=True)
     into = commands.add_parser("import", help="merge an export into the database")
-    into.add_argument("--db", default="results/tierbench.sqlite")
+    into.add_argument("--db", default=database, help=DB_HELP)
     into.add_argument("file")
     args = parser.parse_args(argv)
     try:
@@ -709,6 +832,8 @@ def _cmd_rebuild(args) -> int:
     if not results_dir.is_dir():
         raise ResultsError(f"no results folder {results_dir}")
     db = Path(args.db) if args.db else results_dir / "tierbench.sqlite"
+    if not args.db and results_dir == Path("results"):  # the configured one
+        db = Path(default_db())
     rebuilt, carried = rebuild(results_dir, db, keep_others=not args.fresh)
     print(f"rebuilt {db}: {rebuilt} runs from raw records, {carried} carried over", file=sys.stderr)
     return 0
@@ -736,11 +861,7 @@ def _cmd_export(args) -> int:
 
 def _cmd_import(args) -> int:
     read_export(Path(args.file))  # refuse a bad file before the database is even created
-    conn = connect(args.db)
-    try:
-        imported = import_file(conn, Path(args.file))
-    finally:
-        conn.close()
+    imported = import_file(args.db, Path(args.file))
     for run in imported:
         print(f"imported {_summary_line(run)}", file=sys.stderr)
     return 0
