@@ -1,6 +1,6 @@
 """A small HPC cluster on one machine: Slurm nodes in namespaces and a shared GlusterFS volume.
 
-    python -m tierbench.minicluster up|status|down [--nodes N] [--state DIR] [--local-size 2G]
+    python -m tierbench.minicluster up|status|down|env [--nodes N] [--state DIR] [--local-size 2G]
 
 So the pipeline's Slurm path, its MPI launches and its shared-versus-local
 tiers can be tried where no cluster is at hand. ``up`` (as root) makes, under
@@ -464,6 +464,8 @@ class MiniCluster:
         return run([*enter, *argv], check=check, timeout=timeout).stdout
 
     # -- up
+    # Order: the network; glusterd, munged and slurmctld; the volume; each node's
+    # tmpfs, GlusterFS client and slurmd; last the host's client (see _in_netns).
 
     def up(self, timeout: float = 60) -> str:
         """Start the whole cluster; on any failure remove what was made and raise."""
@@ -827,7 +829,10 @@ class MiniCluster:
         shared = mount_at(self.shared, slurmd["pid"])
         shared_ok = shared is not None and shared["fs_type"] == "fuse.glusterfs"
         if shared_ok:
-            probe = self.on_node(node, "stat", "-f", "-c", "%T", str(self.shared), check=False)
+            try:
+                probe = self.on_node(node, "stat", "-f", "-c", "%T", str(self.shared), check=False)
+            except MiniClusterError:  # it did not answer in time
+                probe = ""
             shared_ok = bool(probe.strip())
         ok = slurm_state in ("idle", "mix", "alloc") and local_ok and shared_ok
         return (
@@ -871,7 +876,8 @@ class MiniCluster:
     def _named_leftovers(self) -> list[str]:
         """Namespaces and links with the cluster's prefix, also when state.json is lost."""
         found = [n for n in _netns_names() if n.startswith(f"{self.prefix}-")]
-        return found + [n for n in _link_names() if n.startswith(self.prefix)]
+        links = [n for n in _link_names() if n == self.bridge or n.startswith(f"{self.prefix}-")]
+        return found + links
 
     def _stop(self, name: str, done: list[str]) -> None:
         record = self.process(name)
