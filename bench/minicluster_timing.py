@@ -30,7 +30,8 @@ def command(action: str, state: Path, nodes: int) -> tuple[float, subprocess.Com
     argv = [sys.executable, "-m", "tierbench.minicluster", action, "--state", str(state)]
     if action == "up":
         argv += ["--nodes", str(nodes)]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    # this process holds the machine's minicluster lock for the commands
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), minicluster.LOCK_HELD_ENV: "1"}
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     return time.perf_counter() - start, done

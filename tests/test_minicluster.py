@@ -193,7 +193,8 @@ def test_start_failing_half_way_leaves_nothing(cluster, monkeypatch, step):
 
 
 def test_killed_start_is_brought_down_by_another_process(cluster):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    # this process holds the machine's minicluster lock (the fixture) for its commands
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), minicluster.LOCK_HELD_ENV: "1"}
     command = [sys.executable, "-m", "tierbench.minicluster"]
     state = cluster.state
     starting = subprocess.Popen([*command, "up"], env=env, stdout=subprocess.DEVNULL)
@@ -240,6 +241,23 @@ def test_cannot_start_says_why_in_one_line(tmp_path, monkeypatch, breakage, mess
         MiniCluster(state).up()
     assert message in str(error.value) and "\n" not in str(error.value)
     assert not state.exists()
+
+
+def test_up_and_down_refuse_while_another_process_holds_the_lock(cluster):
+    """A cluster under a test's lock is not pulled away by a down from elsewhere."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    env.pop(minicluster.LOCK_HELD_ENV, None)
+    ledger = cluster.state / "state.json"
+    before = ledger.read_text() if ledger.exists() else None
+    for action in ("down", "up"):
+        done = subprocess.run(
+            [sys.executable, "-m", "tierbench.minicluster", action],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert done.returncode == 1 and "holds" in done.stderr.splitlines()[-1], done.stderr
+    assert (ledger.read_text() if ledger.exists() else None) == before
 
 
 def test_state_folder_comes_from_the_environment(monkeypatch, tmp_path):

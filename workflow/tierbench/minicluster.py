@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .probe import parse_mountinfo
@@ -52,6 +52,8 @@ DEFAULT_STATE = Path("/var/tmp/tierbench-minicluster")
 STATE_ENV = "TIERBENCH_MINICLUSTER"
 #: one cluster per machine (its bridge and namespace names are fixed): see exclusive()
 LOCK_FILE = DEFAULT_STATE.with_name(DEFAULT_STATE.name + ".lock")
+#: set (to anything) by a lock holder for the up and down commands it runs itself
+LOCK_HELD_ENV = "TIERBENCH_MINICLUSTER_LOCK_HELD"
 #: every namespace and link name starts with it; the bridge is <prefix>0
 PREFIX = "tbmc"
 PARTITION = "compute"
@@ -117,16 +119,24 @@ def state_path(state: str | os.PathLike | None = None) -> Path:
 
 
 @contextmanager
-def exclusive(lock_file: Path = LOCK_FILE) -> Iterator[None]:
+def exclusive(lock_file: Path = LOCK_FILE, wait: bool = True) -> Iterator[None]:
     """Hold the machine's minicluster lock, waiting while another process holds it.
 
     For whoever brings a cluster up and down again (tests, the bench), so two of
-    them never run at once. An fcntl lock: the kernel drops it when the holder
-    dies, and the file stays (removing it would let two holders in).
+    them never run at once, and so the up and down commands do not pull a
+    cluster from under them (``wait=False``: they refuse instead). An fcntl
+    lock: the kernel drops it when the holder dies, and the file stays
+    (removing it would let two holders in).
     """
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "a") as handle:
-        fcntl.lockf(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            raise MiniClusterError(
+                f"another process (a test or the bench) holds {lock_file} and runs its own "
+                "cluster; try again when it is done"
+            ) from error
         yield
 
 
@@ -1098,17 +1108,20 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         cluster = MiniCluster(args.state, args.nodes, args.local_size)
-        if args.action == "up":
-            print(f"minicluster: {cluster.up()}")
-        elif args.action == "status":
+        if args.action == "status":
             lines, ok = cluster.status()
             print("\n".join(lines))
             return 0 if ok else 1
-        elif args.action == "env":
+        if args.action == "env":
             print(cluster.env_file.read_text() if cluster.env_file.exists() else "", end="")
-        else:
-            done = cluster.down()
-            print(f"minicluster: down ({len(done)} steps)" if done else "minicluster: nothing up")
+            return 0
+        held = os.environ.get(LOCK_HELD_ENV)
+        with nullcontext() if held else exclusive(wait=False):
+            if args.action == "up":
+                print(f"minicluster: {cluster.up()}")
+            else:
+                done = cluster.down()
+                print(f"minicluster: down, {len(done)} steps" if done else "minicluster: none up")
     except MiniClusterError as error:
         print(f"minicluster: {error}", file=sys.stderr)
         return 1
