@@ -117,3 +117,17 @@ def test_preflight_in_a_slurm_job_defers_node_local_tiers(tmp_path, monkeypatch)
     result = preflight.run_preflight(spec)
     assert [p.split(":")[0] for p in result["problems"]] == ["tier shared"]
     assert any("tier local" in w and "its own node" in w for w in result["warnings"])
+
+
+def test_a_rank_started_inside_a_job_step_overlaps_it(monkeypatch):
+    """A one-task job runs in a step that holds its CPUs: a new step must share them."""
+    from tierbench.workloads import cfd_proxy
+
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    assert cfd_proxy.launch_command("srun --mpi=pmix", 1, 1, local=False)[-1] == "--overlap"
+    assert "--overlap" not in cfd_proxy.launch_command("mpiexec", 1, 1, local=True)
+    for outside in ("batch", ""):
+        monkeypatch.setenv("SLURM_STEP_ID", outside)
+        assert "--overlap" not in cfd_proxy.launch_command("srun --mpi=pmix", 2, 1, local=False)
+    monkeypatch.delenv("SLURM_STEP_ID")
+    assert "--overlap" not in cfd_proxy.launch_command("srun --mpi=pmix", 2, 1, local=False)

@@ -1,32 +1,34 @@
-"""The pipeline on a real Slurm cluster: `snakemake --profile slurm` on a one-node cluster.
+"""The pipeline on a real Slurm cluster of two nodes: `snakemake --profile slurm`.
 
-The module starts munged, slurmctld and slurmd on localhost from a config it
-generates in a temporary folder (see slurm_cluster.py), installing slurm-wlm
-and munge with apt-get where they are missing, and stops them afterwards, also
-when a test fails. Without root (slurmd must run as root) the tests are
-skipped with the command to run, except under CI=true, where they fail: CI
-must never skip them.
+The module starts the cluster on one machine (tierbench.minicluster, through
+tests/minicluster_fixture.py): two Slurm nodes in namespaces, each with its
+own node-local tmpfs, and a GlusterFS volume every node mounts; packages are
+installed with apt-get where missing, and the cluster always comes down
+afterwards. Without root the tests are skipped with the reason, except under
+CI=true, where they fail: CI must never skip them.
 
-Two runs, each through the literal `snakemake --profile slurm` in a scratch
-copy of the pipeline:
+Runs, each through the literal `snakemake --profile slurm` with the committed
+hardware file config/hardware/minicluster.yaml in a scratch copy of the
+pipeline:
 
-- the default study's smoke preset (one repetition, no warm-up) on the
-  cluster's node-local tiers: every benchmark is a Slurm job and its record
-  carries that job's id and host, made inside the job;
-- a small study for the cluster itself: a 2-rank cfd_proxy run through
-  `srun --mpi=pmix`, an ensemble whose members run side by side inside one
-  allocation on exclusive nodes, and two points that cannot run (a partition
-  the cluster lacks, a tier path missing on the node), which end as failed
+- the default study's smoke preset on the node-local and the shared tier:
+  every benchmark is a Slurm job on one of the nodes, and its record says
+  which job and which node, made inside the job;
+- a small study for the cluster itself: one MPI simulation spanning both
+  nodes (on the node-local tier, where each node has its own folder, and on
+  the shared one), an ensemble whose members run on different nodes on the
+  shared tier, a one-rank run, and two points that cannot run (a partition
+  the cluster lacks, a tier path missing on the nodes), which end as failed
   points with the reason in their log and in the report while the rest
-  completes.
+  completes;
+- document 001's study (cfd_dcpmm) at its smoke size: the proxy and
+  simpleFoam on both tiers, results gathered on the submit host.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
+import re
 import time
 from pathlib import Path
 
@@ -34,176 +36,164 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from slurm_cluster import ClusterError, LocalSlurm, install, install_command, missing_packages
+from minicluster_fixture import require_minicluster, running_minicluster
+from tierbench.minicluster import MiniCluster
 from tierbench.report import id_ranges
 
 pytestmark = pytest.mark.slurm
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
 #: poll Slurm every second (the plugin's default first wait is 40 s)
 FAST_POLL = ["--slurm-init-seconds-before-status-checks", "1"]
-HARDWARE = "localslurm"
-
-
-def _unavailable(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"CI=true: the Slurm test must run, but {reason}")
-    pytest.skip(reason)
+HARDWARE = "minicluster"
+NODES = {"node1", "node2"}
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """A running one-node cluster for this module; stopped and removed afterwards."""
-    missing = missing_packages()
-    if missing and os.geteuid() != 0:
-        _unavailable(f"{', '.join(missing)} missing; install with: {install_command(missing)}")
-    if os.geteuid() != 0:
-        _unavailable("slurmd must run as root; run the tests as root (or in a root container)")
-    if missing:
-        install(missing)
-    root = tmp_path_factory.mktemp("slurm")
-    cluster = LocalSlurm(root)
-    try:
-        try:
-            cluster.start()
-        except ClusterError as error:
-            pytest.fail(f"could not start the one-node Slurm cluster: {error}")
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def slurm():
+    """The two-node cluster for this module; brought down afterwards, also on failure."""
+    require_minicluster()
+    yield from running_minicluster()
 
 
-def on_cluster(pipeline, cluster: LocalSlurm, monkeypatch, tiers: dict, **hardware) -> Path:
-    """Point a pipeline copy at the cluster: ./slurm as in the repository, a hardware file."""
-    for key, value in cluster.env.items():
-        monkeypatch.setenv(key, value)
+def hardware_file(pipeline, name: str = HARDWARE, **tiers) -> Path:
+    """The committed minicluster hardware file in the pipeline copy, with extra tiers."""
     root = pipeline.root
-    (root / "slurm").symlink_to(os.readlink(REPO / "slurm"))
+    spec = yaml.safe_load((REPO / f"config/hardware/{HARDWARE}.yaml").read_text())
+    spec["name"] = name
+    spec["tiers"].update(tiers)
+    (root / "config" / "hardware" / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    (root / "slurm").symlink_to((REPO / "slurm").readlink())
     assert (root / "slurm" / "config.yaml").is_file()
-    spec = {
-        "name": HARDWARE,
-        "description": "one-node Slurm cluster on localhost (tests/test_slurm.py)",
-        "cores": cluster.cpus,
-        "memory": f"{cluster.memory_mb}MiB",
-        "scheduler": "slurm",
-        "partition": cluster.partition,
-        "tiers": tiers,
-        **hardware,
-    }
-    (root / "config" / "hardware" / f"{HARDWARE}.yaml").write_text(yaml.safe_dump(spec))
     return root
+
+
+def on_slurm(pipeline, *args: str, timeout: float = 600):
+    """`snakemake --profile slurm` in the pipeline copy: what a user types on the login node."""
+    return pipeline("--profile", "slurm", *args, *FAST_POLL, timeout=timeout)
+
+
+def read_results(root: Path, study: str, machine: str = HARDWARE) -> pd.DataFrame:
+    return pd.read_csv(root / f"results/{machine}/{study}/results.csv", dtype={"slurm_job_id": str})
+
+
+def slurm_job(cluster: MiniCluster, job_id: str) -> dict[str, str]:
+    """``scontrol show job`` as a dict (finished jobs stay MinJobAge seconds)."""
+    text = cluster.run("scontrol", "--oneliner", "show", "job", str(job_id))
+    return dict(re.findall(r"(\S+?)=(\S*)", text))
 
 
 def job_ids(frame: pd.DataFrame) -> list[str]:
     return sorted(set(frame["slurm_job_id"].astype(str)))
 
 
-def test_smoke_study_runs_as_slurm_jobs(pipeline, slurm, monkeypatch):
-    root = on_cluster(
-        pipeline,
-        slurm,
-        monkeypatch,
-        {
-            "shm": {"path": "/dev/shm", "class": "shm", "max_bytes": "1GiB"},
-            "disk": {"path": "results/scratch", "class": "disk", "max_bytes": "1GiB"},
-        },
-    )
+def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluster):
+    root = hardware_file(pipeline)
     started = time.monotonic()
-    done = pipeline(
-        "--profile",
-        "slurm",
+    done = on_slurm(
+        pipeline,
         "--config",
         "scale=smoke",
         f"hardware={HARDWARE}",
         "repetitions=1",
         "warmup=False",
-        # two benchmarks at once on the node's two cores: the test checks the
-        # plumbing, not the numbers, and the default bench=1 would take minutes
+        # two benchmarks at once: the test checks the plumbing, not the numbers,
+        # and the default bench=1 would take minutes
         "--resources",
         "bench=2",
-        *FAST_POLL,
-        timeout=400,
     )
     elapsed = time.monotonic() - started
     assert "has been submitted with SLURM jobid" in done.stdout + done.stderr
 
-    results = pd.read_csv(
-        root / f"results/{HARDWARE}/default/results.csv", dtype={"slurm_job_id": str}
-    )
+    results = read_results(root, "default")
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
+    assert set(runs["tier"]) == {"local", "shared"}
     assert len(runs) == 18, runs[["experiment", "tier", "point"]]
     assert set(results["status"]) == {"ok"}, results[results["status"] != "ok"]
-    # every benchmark ran as its own Slurm job, and says so from inside it
+    # every benchmark ran as its own Slurm job on a node, and says so from inside it
     assert results["slurm_job_id"].str.fullmatch(r"\d+").all(), results["slurm_job_id"]
     ids = job_ids(runs)
     assert len(ids) == len(runs)
-    assert set(results["host"]) == {socket.gethostname()}
+    assert set(results["host"]) <= NODES, set(results["host"])
     for job_id in ids:
-        job = slurm.job(job_id)
+        job = slurm_job(slurm, job_id)
         assert job["JobState"] == "COMPLETED", job
         assert job["Partition"] == slurm.partition
         assert job["Comment"].startswith("rule_fio_wildcards_default_")
         assert job["TimeLimit"] != "UNLIMITED"  # runtime= reached sbatch
+        # the record's node is the node Slurm ran the job on
+        (host,) = set(runs.loc[runs["slurm_job_id"] == job_id, "host"])
+        assert job["NodeList"] == host, (job_id, job["NodeList"], host)
 
-    raw = next((root / f"results/{HARDWARE}/default/raw/fio").rglob("rep1.json"))
-    record = json.loads(raw.read_text())
-    assert record["context"]["host"]["slurm_job_id"] in ids
-    assert record["context"]["tier"]["fs_type"]
-    assert record["spec"]["slurm_partition"] == slurm.partition
+    raw = root / f"results/{HARDWARE}/default/raw/fio"
+    for record in (json.loads(path.read_text()) for path in raw.rglob("rep1.json")):
+        context = record["context"]
+        assert context["host"]["slurm_job_id"] in ids
+        # each tier measured where it is: the node's own tmpfs, the volume over FUSE
+        fs_type = {"local": "tmpfs", "shared": "fuse.glusterfs"}[record["spec"]["tier"]]
+        assert context["tier"]["fs_type"] == fs_type, context["tier"]
+        assert record["spec"]["slurm_partition"] == slurm.partition
 
-    # the probe of the tiers ran as a Slurm job too, never on the submit side
+    # the probe of the tiers ran as a Slurm job on a node, never on the submit side
     tiers = json.loads((root / f"results/{HARDWARE}/default/provenance/tiers.json").read_text())
     assert tiers["host"]["slurm_job_id"] and tiers["host"]["slurm_job_id"] not in ids
 
     # the report says per tier and node which jobs ran there and what they saw
     nodes = json.loads((root / f"results/{HARDWARE}/default/provenance/nodes.json").read_text())
-    assert {n["tier"] for n in nodes} == {"shm", "disk"}
+    assert {n["tier"] for n in nodes} == {"local", "shared"}
+    assert {n["host"] for n in nodes} <= NODES
     assert sorted((i for n in nodes for i in n["slurm_job_ids"]), key=int) == sorted(ids, key=int)
     html = (root / f"results/{HARDWARE}/report.html").read_text()
     for node in nodes:
-        assert node["host"] == socket.gethostname() and node["fs_type"]
-        assert node["slurm_partition"] == slurm.partition
+        assert node["fs_type"] and node["slurm_partition"] == slurm.partition
         assert f"{len(node['slurm_job_ids'])}: {id_ranges(node['slurm_job_ids'])}" in html
-    print(f"smoke study on Slurm: {len(ids)} benchmark jobs in {elapsed:.0f} s")
+    print(f"smoke study on two Slurm nodes: {len(ids)} benchmark jobs in {elapsed:.0f} s")
+
+
+CFD = {
+    "workload": "cfd_proxy",
+    "params": {
+        "ensemble": 1,
+        "steps": 4,
+        "write_interval": 2,
+        "cells_per_rank": 2000,
+        "sweeps": 1,
+        "warmup_steps": 0,
+    },
+}
+
+
+def cfd(name: str, description: str, tiers: list[str], **params) -> dict:
+    return {
+        **CFD,
+        "name": name,
+        "description": description,
+        "tiers": tiers,
+        "params": {**CFD["params"], **params},
+    }
 
 
 CHECK_STUDY = {
     "study": "slurmcheck",
-    "title": "Slurm integration checks",
+    "title": "Slurm integration checks on two nodes",
     "repetitions": 1,
     "warmup": False,
     "experiments": [
-        {
-            "name": "mpi_pair",
-            "workload": "cfd_proxy",
-            "description": "two ranks of one simulation, launched by srun --mpi=pmix",
-            "tiers": ["shm"],
-            "params": {
-                "ranks": 2,
-                "ensemble": 1,
-                "steps": 4,
-                "write_interval": 2,
-                "cells_per_rank": 2000,
-                "sweeps": 1,
-                "warmup_steps": 0,
-            },
-        },
-        {
-            "name": "ensemble",
-            "workload": "cfd_proxy",
-            "description": "two one-rank simulations started together in one allocation",
-            "tiers": ["shm"],
-            "params": {
-                "ranks": 1,
-                "ensemble": 2,
-                "steps": 4,
-                "write_interval": 2,
-                "cells_per_rank": 2000,
-                "sweeps": 1,
-                "warmup_steps": 0,
-            },
-        },
+        cfd(
+            "spanning",
+            "one simulation of two ranks on two nodes, launched by srun --mpi=pmix",
+            ["local", "shared"],
+            ranks=2,
+            nodes=2,
+        ),
+        cfd(
+            "ensemble",
+            "two one-rank simulations started together, each on a node of its own",
+            ["shared"],
+            ranks=1,
+            ensemble=2,
+            nodes=1,
+        ),
+        cfd("single", "a one-rank simulation: a job of one task", ["local"], ranks=1),
         {
             "name": "bad_input",
             "workload": "fio",
@@ -224,60 +214,62 @@ CHECK_STUDY = {
 }
 
 
-def test_mpi_ensemble_and_bad_input_on_slurm(pipeline, slurm, monkeypatch):
+def record_of(root: Path, experiment: str, tier: str) -> dict:
+    raw = root / f"results/slurmcheck/slurmcheck/raw/cfd_proxy/{experiment}/{tier}"
+    return json.loads(next(raw.rglob("rep1.json")).read_text())
+
+
+def test_mpi_across_nodes_ensembles_and_bad_input(pipeline, slurm: MiniCluster):
     gone = "/proc/tierbench-no-such-tier"  # cannot exist, cannot be created, even by root
-    root = on_cluster(
+    root = hardware_file(
         pipeline,
-        slurm,
-        monkeypatch,
-        {
-            "shm": {"path": "/dev/shm", "class": "shm", "max_bytes": "1GiB"},
-            "nopart": {
-                "path": "results/scratch-nopart",
-                "class": "disk",
-                "partition": "nosuch",
-            },
-            "gone": {"path": gone, "class": "disk"},
-        },
+        "slurmcheck",
+        nopart={"path": "results/scratch-nopart", "class": "disk", "partition": "nosuch"},
+        gone={"path": gone, "class": "disk"},
     )
     (root / "config/studies/slurmcheck.yaml").write_text(yaml.safe_dump(CHECK_STUDY))
-    done = pipeline(
-        "--profile",
-        "slurm",
+    done = on_slurm(
+        pipeline,
         "--configfile",
         "config/studies/slurmcheck.yaml",
         "--config",
         "scale=smoke",
-        f"hardware={HARDWARE}",
+        "hardware=slurmcheck",
         "exclusive=True",
-        *FAST_POLL,
-        timeout=400,
     )
     output = done.stdout + done.stderr
     assert "Slurm partition 'nosuch'" in output  # said once when submitting
 
-    results = pd.read_csv(
-        root / f"results/{HARDWARE}/slurmcheck/results.csv", dtype={"slurm_job_id": str}
-    )
+    results = read_results(root, "slurmcheck", "slurmcheck")
     assert results["slurm_job_id"].str.fullmatch(r"\d+").all()
     status = results.groupby("experiment")["status"].agg(set)
-    assert status["mpi_pair"] == {"ok"} and status["ensemble"] == {"ok"}, results
+    for experiment in ("spanning", "ensemble", "single"):
+        assert status[experiment] == {"ok"}, results[results["experiment"] == experiment]
 
-    raw = root / f"results/{HARDWARE}/slurmcheck/raw/cfd_proxy"
-    pair = json.loads(next((raw / "mpi_pair").rglob("rep1.json")).read_text())
-    (command,) = pair["extra"]["commands"]
-    assert command.startswith("srun --mpi=pmix -n 2 "), command
-    assert [m["ranks"] for m in pair["extra"]["members"]] == [2]
-    job = slurm.job(pair["context"]["host"]["slurm_job_id"])
-    assert job["NumTasks"] == "2" and job["OverSubscribe"] == "NO", job  # exclusive
+    # one simulation over both nodes: on the node-local tier each node wrote its own
+    # rank's folder, and the counts of both still add up (check_counts passed: ok)
+    for tier in ("local", "shared"):
+        record = record_of(root, "spanning", tier)
+        (command,) = record["extra"]["commands"]
+        assert command.startswith("srun --mpi=pmix -n 2 -N 2 --relative=0 "), command
+        (member,) = record["extra"]["members"]
+        assert member["ranks"] == 2 and set(member["hosts"]) == NODES, member["hosts"]
+        job = slurm_job(slurm, record["context"]["host"]["slurm_job_id"])
+        assert job["NumNodes"] == "2" and job["NumTasks"] == "2", job
+        assert job["OverSubscribe"] == "NO", job  # exclusive=True: whole nodes
 
-    ensemble = json.loads(next((raw / "ensemble").rglob("rep1.json")).read_text())
+    # an ensemble's members on nodes of their own, writing to the one shared tier
+    ensemble = record_of(root, "ensemble", "shared")
     commands = ensemble["extra"]["commands"]
-    assert len(commands) == 2 and all(c.startswith("srun --mpi=pmix -n 1 ") for c in commands)
-    # both members in the one allocation of one Slurm job; they waited for each
-    # other at the start gate, so neither could run after the other
-    assert slurm.job(ensemble["context"]["host"]["slurm_job_id"])["NumTasks"] == "2"
-    assert len(ensemble["extra"]["members"]) == 2
+    assert [re.search(r" -N 1 --relative=(\d) ", c)[1] for c in commands] == ["0", "1"]
+    hosts = [tuple(m["hosts"]) for m in ensemble["extra"]["members"]]
+    assert sorted(hosts) == [("node1",), ("node2",)], hosts
+    assert slurm_job(slurm, ensemble["context"]["host"]["slurm_job_id"])["NumNodes"] == "2"
+
+    # one rank: a job of one task (the plugin refuses MPI jobs of one), the rank in its step
+    single = record_of(root, "single", "local")
+    (command,) = single["extra"]["commands"]
+    assert command.startswith("srun --mpi=pmix -n 1 ") and "--overlap" in command, command
 
     bad = results[results["experiment"] == "bad_input"].set_index("tier")
     assert set(bad["status"]) == {"failed"}
@@ -285,8 +277,8 @@ def test_mpi_ensemble_and_bad_input_on_slurm(pipeline, slurm, monkeypatch):
     assert "Slurm partition 'nosuch'" in nopart and "does not exist" in nopart
     missing = bad.loc["gone", "reason"]
     assert gone in missing and "does not exist" in missing
-    logs = root / f"results/{HARDWARE}/slurmcheck/logs/fio/bad_input"
+    logs = root / "results/slurmcheck/slurmcheck/logs/fio/bad_input"
     assert "nosuch" in next((logs / "nopart").rglob("*.log")).read_text()
     assert gone in next((logs / "gone").rglob("*.log")).read_text()
-    html = (root / f"results/{HARDWARE}/report.html").read_text().replace("&#39;", "'")
+    html = (root / "results/slurmcheck/report.html").read_text().replace("&#39;", "'")
     assert nopart in html and missing in html

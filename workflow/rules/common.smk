@@ -473,12 +473,25 @@ SLURM_PARTITION = (
 )
 
 
-@per_job
-def mpi_launcher(wildcards):
-    """Resource `mpi`: `srun --mpi=pmix` under Slurm, `mpiexec` locally
-    (or the hardware file's `mpi`). Use as `{resources.mpi} -n {resources.tasks} ...`.
-    """
+def mpi_launcher():
+    """`srun --mpi=pmix` under Slurm, `mpiexec` locally, or the hardware file's `mpi`."""
     return cluster.mpi_launcher(executor_name(), HARDWARE)
+
+
+def bench_mpi(workload):
+    """Resource `mpi`: the launcher, for jobs of two tasks or more; unset for one.
+
+    snakemake-executor-plugin-slurm refuses an MPI job of one task, so such a
+    job runs as any other, inside a job step, and its launcher starts the one
+    rank there (tierbench.workloads.cfd_proxy.launch_command).
+    """
+    tasks = point_resource(workload, "tasks")
+
+    @per_job
+    def mpi(wildcards):
+        return mpi_launcher() if tasks(wildcards) > 1 else None
+
+    return mpi
 
 
 def paper_studies():
@@ -491,7 +504,8 @@ def benchmark_resources(workload):
 
     An MPI workload asks for `tasks` ranks and memory per CPU (so each member
     of an ensemble gets its share of the allocation) and gets its launcher as
-    the `mpi` resource; any other asks for one node and memory per job.
+    the `mpi` resource; any other asks for one node and memory per job, or, with
+    a `nodes` estimate, for those nodes and a task on each.
     """
     name = workload.name
     common = {
@@ -503,12 +517,17 @@ def benchmark_resources(workload):
     if workload.mpi:
         return {
             **common,
-            "mpi": mpi_launcher,
+            "mpi": bench_mpi(name),
             "tasks": point_resource(name, "tasks"),
             "nodes": bench_nodes(name),
             "cpus_per_task": 1,
             "mem_mb_per_cpu": bench_mem_mb_per_cpu(name),
         }
+    if workload.nodes is not None:
+        # a command on each of its nodes (stage: srun -N <n> --ntasks-per-node=1 cp):
+        # Slurm keeps the nodes of a job only when it asks for a task on each
+        nodes = bench_nodes(name)
+        return {**common, "mem_mb": bench_mem_mb(name), "nodes": nodes, "tasks": nodes}
     return {**common, "mem_mb": bench_mem_mb(name), "nodes": 1}
 
 
@@ -523,13 +542,13 @@ RUN_POINT = (
 
 
 def launcher_option(workload):
-    """Param `launcher`: ` --launcher <the mpi resource>` for an MPI workload, else empty."""
+    """Param `launcher`: ` --launcher <the MPI launcher>` for an MPI workload, else empty."""
     if not workload.mpi:
         return ""
 
     @per_job
-    def option(wildcards, resources):
-        return f" --launcher {shlex.quote(resources.mpi)}"
+    def option(wildcards):
+        return f" --launcher {shlex.quote(mpi_launcher())}"
 
     return option
 

@@ -181,7 +181,10 @@ def launch_command(
     to the same cores). ``srun`` gets ``--exact`` for ensembles, so
     concurrent steps share the allocation instead of waiting for each other,
     and with ``nodes_each`` its own nodes of the allocation for each member
-    (``-N`` of them from node ``member x nodes_each`` on).
+    (``-N`` of them from node ``member x nodes_each`` on). Inside a job step
+    (a one-task job runs in one, see common.smk's ``bench_mpi``) ``srun``
+    gets ``--overlap``: the step holds the job's CPUs, and a new step would
+    wait for them forever.
     """
     argv = shlex.split(launcher)
     if not argv:
@@ -194,7 +197,14 @@ def launch_command(
         argv += ["--exact"]
     if tool == "srun" and nodes_each and not local:
         argv += ["-N", str(nodes_each), f"--relative={member * nodes_each}"]
+    if tool == "srun" and in_job_step():
+        argv += ["--overlap"]
     return argv
+
+
+def in_job_step() -> bool:
+    """Is this process inside a Slurm job step (srun's), not the job's batch script?"""
+    return os.environ.get("SLURM_STEP_ID", "batch") not in ("batch", "extern", "")
 
 
 def control_folder(job: Job) -> Path:
