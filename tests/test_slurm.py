@@ -270,6 +270,8 @@ def test_mpi_across_nodes_ensembles_and_bad_input(pipeline, slurm: MiniCluster):
     single = record_of(root, "single", "local")
     (command,) = single["extra"]["commands"]
     assert command.startswith("srun --mpi=pmix -n 1 ") and "--overlap" in command, command
+    # a point that names no nodes is packed on as few as hold its ranks
+    assert slurm_job(slurm, single["context"]["host"]["slurm_job_id"])["NumNodes"] == "1"
 
     bad = results[results["experiment"] == "bad_input"].set_index("tier")
     assert set(bad["status"]) == {"failed"}

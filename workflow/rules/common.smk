@@ -34,6 +34,7 @@ _prepend_env("PATH", os.path.dirname(sys.executable))
 from tierbench import matrix  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
 from tierbench.workloads import estimate, registry  # noqa: E402
+from tierbench.workloads import get as get_workload  # noqa: E402
 
 
 def per_job(func):
@@ -380,11 +381,21 @@ def bench_threads(workload):
 
 
 def bench_nodes(workload):
-    """Resource `nodes`: the nodes an MPI point spans (its `nodes` x ensemble), else unset."""
+    """Resource `nodes`: the nodes a point spans (its `nodes` estimate, e.g. nodes x ensemble).
+
+    An MPI point that names none is packed on as few nodes as hold its tasks
+    (the hardware file's `cores` per node): its ranks then share the node's
+    local tiers, as on this machine. Unset where neither says.
+    """
+    cores = HARDWARE.get("cores")
+    tasks = point_resource(workload, "tasks")
 
     @per_job
     def nodes(wildcards):
-        return estimate(workload, "nodes", point_of(wildcards, workload).params)
+        asked = estimate(workload, "nodes", point_of(wildcards, workload).params)
+        if asked is None and cores and get_workload(workload).mpi:
+            return -(-tasks(wildcards) // cores)
+        return asked
 
     return nodes
 
