@@ -181,3 +181,51 @@ def ratio(numerator: Sample, denominator: Sample, **options) -> Interval:
 def ratio_of_ratios(a: Sample, b: Sample, c: Sample, d: Sample, **options) -> Interval:
     """(a / b) / (c / d), e.g. how much more an ensemble slows the slow tier than the fast."""
     return product([(a, 1), (b, -1), (c, -1), (d, 1)], **options)
+
+
+def of_medians(
+    samples: list[Sample],
+    function,
+    *,
+    seed: int = SEED,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+) -> Interval:
+    """Interval of any ``function`` of the samples' medians, e.g. a difference.
+
+    ``function`` takes an array of medians, one row per resample and a column
+    per sample, and returns one value per row; a row it cannot give a number
+    for may be ``inf`` (a percentile that lands there is not finite, and the
+    interval then lacks that end). Resampled as :func:`product` resamples;
+    unlike a ratio's, the value may be zero or negative.
+    """
+    n = min(s.n for s in samples)
+    if n == 0:
+        return Interval(None, None, None, 0, reason="a point has no measured repetition")
+    medians = np.array([[s.median for s in samples]])
+    estimate = float(function(medians)[0])
+    if n < MIN_REPETITIONS:
+        return Interval(
+            estimate, None, None, n, reason="needs at least 2 repetitions of each point"
+        )
+    rng = np.random.default_rng(seed)
+    resampled = np.empty((resamples, len(samples)))
+    groups = _groups(samples)
+    for group in groups:
+        size = samples[group[0]].n
+        picks = rng.integers(0, size, size=(resamples, size))
+        for i in group:
+            resampled[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    values = np.asarray(function(resampled), dtype=float)
+    tail = (1 - level) / 2 * 100
+    # linear between resamples as product's; the nearest resample where some are inf
+    method = "linear" if np.all(np.isfinite(values)) else "nearest"
+    low, high = np.percentile(values, [tail, 100 - tail], method=method)
+    is_paired = any(len(g) > 1 for g in groups)
+    ends = [float(v) if np.isfinite(v) else None for v in (low, high)]
+    if ends[0] is not None and np.isfinite(estimate):
+        ends[0] = min(ends[0], estimate)
+    if ends[1] is not None and np.isfinite(estimate):
+        ends[1] = max(ends[1], estimate)
+    reason = "" if None not in ends else "an end of the interval is not finite"
+    return Interval(estimate, ends[0], ends[1], n, is_paired, reason)

@@ -43,6 +43,9 @@ class Point:
     tier: str
     name: str
     params: dict = field(hash=False, compare=False)
+    #: a parameter naming another tier -> that tier's name, or None with the reason
+    #: (:func:`named_tier`); empty for workloads without such parameters
+    named_tiers: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -318,7 +321,46 @@ def check_point(workload: str, params: dict, where: str) -> dict:
     return params
 
 
+#: a tier parameter's value meaning "the tier every node of the run sees"
+SHARED_TIER = "shared"
+
+
+def shared_tier(tiers: dict) -> str | None:
+    """The run's shared tier: the first marked ``shared: true``, else the first network
+    file system (nfs, lustre, ...); None when it has neither. Views mounted per job and
+    the void are never one."""
+    usable = [n for n, s in tiers.items() if s["class"] != VOID and not s.get("backing")]
+    marked = [name for name in usable if tiers[name].get("shared")]
+    network = [name for name in usable if tier_role(tiers[name]["class"]) == NETWORK]
+    return (marked + network + [None])[0]
+
+
+def named_tier(param: str, value, tiers: dict, where: str) -> dict:
+    """What a parameter naming a tier resolves to: ``{"tier": name}``, or ``{"tier": None,
+    "reason": ...}`` for ``shared`` on a run without a shared tier (its points are then
+    not applicable). A name that is no tier of the run is a configuration error."""
+    if value == SHARED_TIER:
+        found = shared_tier(tiers)
+        if found is None:
+            return {
+                "tier": None,
+                "reason": f"{param} {SHARED_TIER}: this run has no shared tier (none marked "
+                "shared: true, none of a network file system's class)",
+            }
+        return {"tier": found}
+    usable = [n for n, s in tiers.items() if s["class"] != VOID and not s.get("backing")]
+    if value not in usable:
+        why = "is mounted for its own jobs only" if value in tiers else "is not a tier of this run"
+        raise ConfigError(
+            f"{where}: {param} {value!r} {why} (tiers: {', '.join(usable)}; "
+            f"or {SHARED_TIER!r}, the tier every node sees)"
+        )
+    return {"tier": value}
+
+
 def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
+    from .workloads import get
+
     points = []
     names = [experiment["name"] for experiment in study["experiments"]]
     duplicated = sorted({name for name in names if names.count(name) > 1})
@@ -331,7 +373,12 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
             name = point_name(axis_values)
             where = f"{study['study']}.{experiment['name']}[{name}]"
             point_params = check_point(experiment["workload"], point_params, where)
-            for tier in tier_names:
+            named = {
+                param: named_tier(param, point_params[param], tiers, where)
+                for param in get(experiment["workload"]).tier_params
+            }
+            # a point never runs on a tier it names (a copy from a tier to itself)
+            for tier in [t for t in tier_names if t not in {n["tier"] for n in named.values()}]:
                 points.append(
                     Point(
                         study=study["study"],
@@ -340,6 +387,7 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
                         tier=tier,
                         name=name,
                         params=point_params,
+                        named_tiers=named,
                     )
                 )
     return points
@@ -398,10 +446,12 @@ def study_plan(study: dict, points: list[Point], tiers: dict, **settings) -> dic
     """
     descriptions = {e["name"]: e.get("description", "") for e in study["experiments"]}
     traced = {e["name"] for e in study["experiments"] if e.get("count_syscalls")}
+    # a tier a point names (the tier a case is staged from) is the study's as well
+    named = {n["tier"] for p in points for n in p.named_tiers.values() if n["tier"]}
     return {
         "study": study["study"],
         **settings,
-        "tiers": {name: tiers[name] for name in sorted({p.tier for p in points})},
+        "tiers": {name: tiers[name] for name in sorted({p.tier for p in points} | named)},
         "points": {
             point_id(p): {
                 "workload": p.workload,
@@ -411,6 +461,7 @@ def study_plan(study: dict, points: list[Point], tiers: dict, **settings) -> dic
                 "params": p.params,
                 "description": descriptions.get(p.experiment, ""),
                 **({"count_syscalls": True} if p.experiment in traced else {}),
+                **({"named_tiers": p.named_tiers} if p.named_tiers else {}),
             }
             for p in points
         },
@@ -430,13 +481,32 @@ def plan_spec(plan: dict, point: str, repetition: int) -> dict:
         name=entry["point"],
         params=entry["params"],
     )
-    return run_spec(
+    spec = run_spec(
         found,
         plan["tiers"][entry["tier"]],
         repetition,
         entry["description"],
         count_syscalls=entry.get("count_syscalls", False),
     )
+    for param, named in entry.get("named_tiers", {}).items():
+        spec.update(named_tier_spec(param, named, plan["tiers"]))
+    return spec
+
+
+def named_tier_spec(param: str, named: dict, tiers: dict) -> dict:
+    """A job's spec entries for a parameter naming a tier: ``<param>_tier``, ``_path``,
+    ``_class``, ``_max_bytes``, ``_shared``; or ``<param>_tier`` None and the reason."""
+    name = named.get("tier")
+    if name is None:
+        return {f"{param}_tier": None, f"{param}_missing": named.get("reason", "")}
+    tier = tiers[name]
+    return {
+        f"{param}_tier": name,
+        f"{param}_path": tier["path"],
+        f"{param}_class": tier["class"],
+        f"{param}_max_bytes": tier.get("max_bytes"),
+        f"{param}_shared": bool(tier.get("shared") or tier_role(tier["class"]) == NETWORK),
+    }
 
 
 def run_spec(

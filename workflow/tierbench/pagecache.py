@@ -193,6 +193,13 @@ def _fe(workload: str):
     return rule
 
 
+def _stage(params: dict, limits: dict | None) -> dict:
+    """stage: cp's buffered copy of the case (no fsync), its bytes against the limit. What the
+    copy reads was just written, so it is warm too (the record's ``source_page_cache``)."""
+    what = "stage: cp's buffered copy (no fsync) of the case"
+    return _buffered_write(what, _planned_bytes("stage", params), limits)
+
+
 def _declared(workload: str):
     """The workload's declaration, None for a name the registry does not know."""
     # imported here: the registry imports the workload's module, heavy and importing the runner
@@ -239,6 +246,7 @@ RULES = {
     "openfoam": _cfd("openfoam"),
     "fe_proxy": _fe("fe_proxy"),
     "calculix": _fe("calculix"),
+    "stage": _stage,
 }
 
 

@@ -73,10 +73,15 @@ class Workload:
     #: workload can tell; None: it cannot
     created_per_write: Callable[[dict], tuple[int, int]] | None = None
     check_params: Callable[[dict], None] | None = None
+    #: parameters that name another tier of the run (a tier's name, or ``shared``): resolved
+    #: when the study is planned, so a job's spec carries ``<param>_path`` and the rest of
+    #: that tier (tierbench.matrix.named_tier); the named tier itself gets no point
+    tier_params: tuple[str, ...] = ()
     planned_bytes: Hook = None
     threads: Hook = None
     tasks: Hook = None
-    #: cluster nodes a job asks for (None: Slurm chooses); for an MPI workload
+    #: cluster nodes a job asks for (None: Slurm chooses); for an MPI workload, or one that
+    #: starts a command on each node itself (stage: srun -N), which then asks for a task on each
     nodes: Hook = None
     runtime_s: Hook = None
     mem_mb: Hook = None
