@@ -284,3 +284,40 @@ def test_mpi_across_nodes_ensembles_and_bad_input(pipeline, slurm: MiniCluster):
     assert gone in next((logs / "gone").rglob("*.log")).read_text()
     html = (root / "results/slurmcheck/report.html").read_text().replace("&#39;", "'")
     assert nopart in html and missing in html
+
+
+def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
+    """cfd_dcpmm at its smoke size: the proxy and simpleFoam on the node-local tmpfs and
+    the GlusterFS volume, every point a Slurm job on a node, gathered on the submit host,
+    and document 001's lessons judged on the shared tier: its file creates reach the
+    server whatever the page cache holds, so no lesson waits for a device it never met."""
+    root = hardware_file(pipeline)
+    started = time.monotonic()
+    on_slurm(
+        pipeline,
+        "--configfile",
+        "config/studies/cfd_dcpmm.yaml",
+        "--config",
+        "scale=smoke",
+        f"hardware={HARDWARE}",
+        "repetitions=1",
+        "--resources",
+        "bench=2",
+        timeout=900,
+    )
+    elapsed = time.monotonic() - started
+    results = read_results(root, "cfd_dcpmm")
+    measured = results[results["status"] != "not_applicable"]
+    assert set(measured["status"]) == {"ok"}, measured[measured["status"] != "ok"]
+    for workload in ("cfd_proxy", "openfoam"):
+        ran = measured[measured["workload"] == workload]
+        assert set(ran["tier"]) == {"local", "shared"}, workload
+    assert set(measured["host"]) <= NODES and measured["slurm_job_id"].notna().all()
+
+    verdicts = json.loads((root / f"results/{HARDWARE}/cfd_dcpmm/verdict.json").read_text())
+    first = [v for v in verdicts["verdicts"] if v["lesson"].startswith("Writing every step")]
+    assert len(first) == 2  # the proxy's and simpleFoam's
+    for verdict in first:
+        assert verdict["status"] != "inconclusive", verdict
+        assert "shared/local" in verdict["text"], verdict["text"]
+    print(f"cfd_dcpmm smoke on two Slurm nodes: {len(results)} rows in {elapsed:.0f} s")
