@@ -1,4 +1,4 @@
-"""Item 9: how long do `cluster up` and `cluster down` take?
+"""Item 9: how long do `cluster up` and `cluster down` take, and a study on two nodes?
 
 A pipeline test on the one-machine cluster pays for both every time, so they
 must take seconds. Each round times ``python -m tierbench.minicluster up``
@@ -6,8 +6,15 @@ must take seconds. Each round times ``python -m tierbench.minicluster up``
 item's scratch folder) until it returns with every node idle and every mount
 made, checks ``status`` (not timed), then times ``down`` until nothing of it
 is left. The rounds hold the machine's minicluster lock, so a test file using
-the cluster waits for them. Root only: elsewhere both rows are skipped with
+the cluster waits for them. Root only: elsewhere the rows are skipped with
 the reason.
+
+The third row is what a user waits for on the cluster path: the default
+study's smoke preset through the literal ``snakemake --profile slurm
+--config hardware=minicluster`` (one benchmark at a time, as the profile has
+it) in a copy of the pipeline, with the cluster up at its default state
+folder, as config/hardware/minicluster.yaml names it. Not at --tiny: the
+Slurm tests run the same pipeline.
 """
 
 from __future__ import annotations
@@ -18,10 +25,13 @@ import sys
 import time
 from pathlib import Path
 
-from harness import REPO, log, row, skipped_row
+from harness import REPO, copy_pipeline, log, row, skipped_row
 from tierbench import minicluster
 
-SIZES = {"full": {"rounds": 5, "nodes": 2}, "tiny": {"rounds": 2, "nodes": 2}}
+SIZES = {
+    "full": {"rounds": 5, "nodes": 2, "smoke_runs": 1},
+    "tiny": {"rounds": 2, "nodes": 2, "smoke_runs": 0},
+}
 ITEM = 9
 
 
@@ -55,8 +65,39 @@ def unavailable() -> str | None:
     return None
 
 
+def two_node_smoke(scratch: Path) -> float:
+    """Wall time of the default study's smoke preset on the cluster, through Slurm."""
+    root = copy_pipeline(scratch, "smoke-on-slurm")
+    (root / "slurm").symlink_to((REPO / "slurm").readlink())
+    argv = [sys.executable, "-m", "snakemake", "--profile", "slurm"]
+    argv += ["--slurm-init-seconds-before-status-checks", "1"]
+    argv += ["--config", "scale=smoke", "hardware=minicluster"]
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"the smoke study on Slurm failed: {done.stderr.strip()[-300:]}")
+    return seconds
+
+
+def smoke_on_cluster(runs: int, scratch: Path, goal) -> dict:
+    measure = "the default study's smoke preset, `snakemake --profile slurm`, 2 nodes"
+    if not runs:
+        return skipped_row(ITEM, "two_node_smoke", measure, "s", "skipped (--tiny)", goal)
+    cluster = minicluster.MiniCluster()
+    times = []
+    try:
+        cluster.up()
+        for number in range(runs):
+            times.append(two_node_smoke(scratch / f"run{number}"))
+            log(f"two-node smoke {number + 1}: {times[-1]:.0f} s")
+    finally:
+        cluster.down()
+    return row(ITEM, "two_node_smoke", measure, "s", times, goal, "one benchmark at a time")
+
+
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
-    up_goal, down_goal = goal
+    up_goal, down_goal, smoke_goal = goal
     size = SIZES[mode]
     nodes = size["nodes"]
     up_measure = f"`cluster up`, {nodes} nodes, until every node is idle and mounted"
@@ -66,6 +107,7 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
         return [
             skipped_row(ITEM, "cluster_up", up_measure, "s", reason, up_goal),
             skipped_row(ITEM, "cluster_down", down_measure, "s", reason, down_goal),
+            skipped_row(ITEM, "two_node_smoke", "two-node smoke study", "s", reason, smoke_goal),
         ]
     state = scratch / "state"
     ups, downs = [], []
@@ -78,8 +120,10 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
                 log(f"round {number + 1}: up {ups[-1]:.2f} s, down {downs[-1]:.2f} s")
         finally:
             command("down", state, nodes)
+        smoke = smoke_on_cluster(size["smoke_runs"], scratch, smoke_goal)
     detail = f"{len(ups)} rounds, each up then down from a fresh process, imports included"
     return [
         row(ITEM, "cluster_up", up_measure, "s", ups, up_goal, detail),
         row(ITEM, "cluster_down", down_measure, "s", downs, down_goal, detail),
+        smoke,
     ]

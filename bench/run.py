@@ -91,9 +91,10 @@ ITEMS = [
     ),
     Item(
         9,
-        instrument="`cluster up` and `cluster down` of the one-machine cluster, 2 nodes",
-        reference="the goal: seconds, so a test may bring one up and down",
-        goal=(at_most(10.0, "s"), at_most(5.0, "s")),
+        instrument="`cluster up`, `cluster down` and the smoke study on the one-machine "
+        "cluster, 2 nodes",
+        reference="the goal: seconds, so a test may bring one up and down; minutes for a study",
+        goal=(at_most(10.0, "s"), at_most(5.0, "s"), at_most(600.0, "s")),
         module=minicluster_timing,
     ),
 ]
