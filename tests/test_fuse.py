@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from tierbench import matrix, mounts, preflight, rundir
+from tierbench import matrix, mounts, preflight, probe, rundir
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.records import metric
 from tierbench.runner import run_job
@@ -24,13 +24,15 @@ needs_bind = pytest.mark.skipif(not CAN_BIND, reason="mount --bind needs root")
 
 
 def mountinfo_mentions(path: Path) -> list[str]:
-    """Lines of /proc/self/mountinfo whose mount point lies under ``path``."""
+    """Mount points in /proc/self/mountinfo that lie under ``path``.
+
+    Unescaped first: mountinfo writes a space as \\040, so under a TMPDIR with
+    a space a raw prefix match finds nothing and every "no mount left" check
+    would pass whatever was left mounted.
+    """
     prefix = os.path.realpath(path)
-    return [
-        line
-        for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        if line.split()[4].startswith(prefix)
-    ]
+    found = probe.parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+    return [m["mount_point"] for m in found if m["mount_point"].startswith(prefix)]
 
 
 def tiers_in(tmp_path: Path, method: str = mounts.BINDFS) -> tuple[Path, Path, dict]:
