@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -509,10 +510,13 @@ def test_each_launch_gets_its_own_mpi_session_folder(tmp_path):
     seen.mkdir()
     fake = tmp_path / "bin" / "mpiexec"
     fake.parent.mkdir()
-    fake.write_text(f'#!/bin/sh\necho "$OMPI_MCA_orte_tmpdir_base" > {seen}/$$\nexit 1\n')
+    fake.write_text(
+        f'#!/bin/sh\necho "$OMPI_MCA_orte_tmpdir_base" > {shlex.quote(str(seen))}/$$\nexit 1\n'
+    )
     fake.chmod(0o755)
     (tmp_path / "tier").mkdir()
-    record = run_job({**spec(tmp_path / "tier", ensemble=3), "launcher": str(fake)}, cfd_proxy.run)
+    launcher = shlex.quote(str(fake))  # a launcher is a command line: its path quoted
+    record = run_job({**spec(tmp_path / "tier", ensemble=3), "launcher": launcher}, cfd_proxy.run)
     assert record["metrics"][0]["status"] == "failed"
     sessions = {p.read_text().strip() for p in seen.iterdir()}
     assert len(sessions) == 3 and all(s.startswith(tempfile.gettempdir()) for s in sessions)
