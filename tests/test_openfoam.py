@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -306,7 +307,8 @@ def test_default_environment_is_debians(monkeypatch):
 
 def test_environment_from_a_bashrc(tmp_path):
     bashrc = tmp_path / "bashrc"
-    bashrc.write_text(f"export WM_PROJECT_DIR={tmp_path}\nexport PATH={tmp_path}/bin:$PATH\n")
+    here = shlex.quote(str(tmp_path))
+    bashrc.write_text(f"export WM_PROJECT_DIR={here}\nexport PATH={here}/bin:$PATH\n")
     env, how = openfoam.openfoam_environment({"bashrc": str(bashrc)})
     assert env["WM_PROJECT_DIR"] == str(tmp_path)
     assert env["PATH"].startswith(f"{tmp_path}/bin:")
