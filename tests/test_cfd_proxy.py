@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import REPO, job_spec
-from test_openfoam import solver  # noqa: F401 (the fixture: simpleFoam, or a skip outside CI)
+from test_openfoam import case_tier, solver  # noqa: F401 (solver: simpleFoam, or a skip outside CI)
 from tierbench import cfd_writer, foam, matrix, native, rundir
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import Job, run_job
@@ -761,8 +761,9 @@ def test_bytes_per_write_within_10_percent_of_real_v1912(solver, tmp_path, fmt, 
     """The default file set next to simpleFoam in the same shape: the same files and
     folders per write, and bytes per write within 10 % (binary: the same to a few bytes)."""
     shape = {**REAL_SHAPE, "write_format": fmt, "file_handler": handler}
-    (tmp_path / "tier").mkdir()
-    record = run_job(job_spec("openfoam", tmp_path / "tier", shape), openfoam.run)
+    tier = case_tier(tmp_path / "tier")
+    tier.mkdir()
+    record = run_job(job_spec("openfoam", tier, shape), openfoam.run)
     for m in record["metrics"]:
         assert m["status"] == "ok", m["reason"]
     real = {m["metric"]: m["value"] for m in record["metrics"]}

@@ -827,9 +827,25 @@ def overlap(results: list[dict]) -> float:
     return max(0.0, end - start) / longest if longest > 0 else 0.0
 
 
+def case_path_problem(path: str | os.PathLike) -> str | None:
+    """Why OpenFOAM cannot run a case in ``path``, or None.
+
+    Its fileName refuses whitespace and quotes, the working folder's too: blockMesh
+    in ``/tmp/a dir/case`` stops with only "For debug level (= 2) > 1 this is
+    considered fatal".
+    """
+    bad = sorted({c for c in str(path) if c.isspace() or c in "'\""})
+    if not bad:
+        return None
+    return f"OpenFOAM refuses a case path with {' or '.join(map(repr, bad))}, as in {path}"
+
+
 def run(job: Job) -> list[dict]:
     if job.folder is None:
         raise PointNotApplicable("openfoam writes files; the void tier has no folder")
+    problem = case_path_problem(job.folder.path)
+    if problem:
+        raise PointNotApplicable(f"{problem}: give tier {job.spec['tier']} a path without it")
     p = with_defaults(job.params)
     launcher = job.spec.get("launcher") or DEFAULT_LAUNCHER
     env, how = openfoam_environment(job.spec.get("openfoam"))
