@@ -31,7 +31,11 @@ def snakemake_command() -> list[str]:
 @pytest.fixture
 def pipeline(tmp_path: Path):
     """A copy of the pipeline in a temporary folder and a function that runs snakemake there."""
-    root = tmp_path / "tierbench"
+    return pipeline_copy(tmp_path / "tierbench")
+
+
+def pipeline_copy(root: Path):
+    """A copy of the pipeline in ``root`` and a function that runs snakemake there."""
     root.mkdir()
     for name in PIPELINE_FILES:
         source = REPO / name

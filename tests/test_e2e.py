@@ -19,7 +19,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e") / "tierbench"
+    # a folder with a space: every rule's command must quote the paths it is given
+    root = tmp_path_factory.mktemp("e2e") / "tier bench"
     root.mkdir()
     for name in PIPELINE_FILES:
         source = REPO / name

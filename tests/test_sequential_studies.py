@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import pipeline_copy
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +67,9 @@ def check_stream(results):
     assert (runs["threads"] == 2).all()
 
 
-def test_tmpfs_advent_smoke(pipeline):
+def test_tmpfs_advent_smoke(tmp_path):
+    # from a folder with a space: the paper figures' command must quote the paths it is given
+    pipeline = pipeline_copy(tmp_path / "tier bench")
     results, summary, figures, elapsed = run_study(pipeline, "tmpfs_advent")
     check_repetitions(results, pipeline.root, "tmpfs_advent")
     check_stream(results)

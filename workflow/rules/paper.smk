@@ -62,9 +62,9 @@ rule paper_figures:
     params:
         reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
     shell:
-        "papermill {input.notebook} {output.notebook} -k python3 --log-output"
+        "papermill {input.notebook:q} {output.notebook} -k python3 --log-output"
         " -p verdict_json {input.verdict} -p out_dir {output.figures}"
-        " -p study {wildcards.study} -p reference_csvs {params.reference_dir}"
+        " -p study {wildcards.study} -p reference_csvs {params.reference_dir:q}"
         " > {log} 2>&1"
 
 
