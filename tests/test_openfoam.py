@@ -460,6 +460,19 @@ def test_real_solver_on_one_rank_runs_serially(solver, tmp_path):
     assert "-parallel" not in record["extra"]["commands"][0]
 
 
+def test_real_solver_started_from_a_folder_with_a_space(solver, tmp_path, monkeypatch):
+    """OpenFOAM reads $PWD as a file name: snakemake started in "/tmp/x y" once made every
+    tool stop, with only "For debug level (= 2) > 1 this is considered fatal"."""
+    monkeypatch.setenv("PWD", "/tmp/x y")
+    tier = case_tier(tmp_path)
+    record = run_job(job_spec("openfoam", tier, params(ranks=1, write_interval=3)), openfoam.run)
+    assert values(record)["files_created"] == 9 * 2
+    bashrc = tmp_path / "bashrc"
+    bashrc.write_text("cd /\n")
+    env, _ = openfoam.openfoam_environment({"bashrc": str(bashrc)})
+    assert "PWD" not in env
+
+
 def test_real_solver_failure_is_a_failed_point(solver, tmp_path, monkeypatch):
     """A case the solver refuses (a field removed before the run) ends as a clear failed point."""
     real_prepare = openfoam.prepare

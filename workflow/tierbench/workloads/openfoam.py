@@ -455,8 +455,13 @@ def write_cost(steps: list[tuple[float, bool, dict]]) -> tuple[float, float] | N
 
 
 def openfoam_environment(setting: dict | None, base: dict | None = None) -> tuple[dict, str]:
-    """The environment OpenFOAM's tools run in, and how it was made (for the record)."""
-    base = dict(os.environ if base is None else base)
+    """The environment OpenFOAM's tools run in, and how it was made (for the record).
+
+    Without PWD: OpenFOAM takes it as a file name before it looks at the folder it
+    runs in, and refuses it with a space ("/tmp/x y", where snakemake was started):
+    blockMesh then stopped on a case whose own path was fine.
+    """
+    base = {k: v for k, v in (os.environ if base is None else base).items() if k != "PWD"}
     if not setting:
         base.setdefault("WM_PROJECT_DIR", DEBIAN_PROJECT_DIR)
         return base, f"Debian's (WM_PROJECT_DIR={base['WM_PROJECT_DIR']}, tools on PATH)"
@@ -482,6 +487,7 @@ def openfoam_environment(setting: dict | None, base: dict | None = None) -> tupl
         last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
         raise PointFailed(f"openfoam {how} failed: {last[-300:]}")
     env = dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
+    env.pop("PWD", None)  # bash sets it again
     return env, how
 
 
