@@ -1,5 +1,10 @@
 """Bad configuration stops `snakemake -n` before any job, naming the key."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 
@@ -25,6 +30,26 @@ def test_bad_config_names_the_key(pipeline, args, named):
     output = done.stdout + done.stderr
     assert named in output
     assert "Job stats" not in output  # stopped before scheduling anything
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="needs a venv to reach by another path")
+def test_a_python_path_with_a_space_stops_before_any_job_saying_why(pipeline, tmp_path):
+    """Snakemake runs a local `run:` job with its Python's path unquoted: from a clone in
+    "/tmp/x y" every run died at its first job with "/bin/sh: 1: /tmp/x: not found"."""
+    venv = tmp_path / "a venv"
+    venv.symlink_to(sys.prefix)  # the same venv, by a path with a space
+    python = venv / "bin" / Path(sys.executable).name
+    done = subprocess.run(
+        [str(python), "-m", "snakemake", "-n", "--config", "scale=smoke"],
+        cwd=pipeline.root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-2000:]
+    assert f"with the Python at '{python}'" in output and "snakemake/snakemake#3211" in output
+    assert "Job stats" not in output
 
 
 def test_bad_experiment_value_names_the_point(pipeline, tmp_path):

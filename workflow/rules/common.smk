@@ -15,6 +15,17 @@ from pathlib import Path
 from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 
+# Snakemake starts a local `run:` job (the plan rule) through a shell with the
+# path of the Python running it unquoted (snakemake/snakemake#3211): from a
+# clone in "/tmp/x y" every run stopped at its first job with only
+# "/bin/sh: 1: /tmp/x: not found".
+if shlex.quote(sys.executable) != sys.executable:
+    raise WorkflowError(
+        f"Snakemake cannot run this pipeline with the Python at {sys.executable!r}: it "
+        "starts jobs through a shell with that path unquoted (snakemake/snakemake#3211). "
+        "Put the clone and its .venv in a folder whose path has no spaces or quotes."
+    )
+
 # The tierbench package lives in workflow/; jobs (local, conda or Slurm) find
 # it through PYTHONPATH, which they inherit from this process. Without conda,
 # `python` in a job is the interpreter running Snakemake (the project venv);
