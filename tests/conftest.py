@@ -75,6 +75,14 @@ def pipeline_copy(root: Path):
     return run
 
 
+def need_cpus(count: int, what: str) -> None:
+    """Skip a test that needs ``count`` CPUs where this process may use fewer (its
+    affinity: taskset, a cgroup cpuset), except under CI=true, where it runs."""
+    usable = len(os.sched_getaffinity(0))
+    if usable < count and os.environ.get("CI") != "true":
+        pytest.skip(f"{what} needs {count} CPUs; this process may use {usable}")
+
+
 def job_spec(workload: str, tier_path, params: dict, **fields) -> dict:
     """The spec a workload runner gets for one job (as matrix.run_spec makes it), for tests:
     the schema's defaults filled in, as the pipeline does."""

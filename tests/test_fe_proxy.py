@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, job_spec
+from conftest import REPO, job_spec, need_cpus
 from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
@@ -690,6 +690,8 @@ def test_snakemake_dry_run_names_the_bad_parameter(pipeline):
 
 @pytest.mark.e2e
 def test_smoke_study_end_to_end(pipeline):
+    # its cores=2 points are skipped, as they should be, where fewer CPUs are allowed
+    need_cpus(2, "fe_tmpfs's smoke preset (GA points on 1 and 2 cores)")
     # 2 repetitions, no added ones: this checks the study runs, not its verdicts (the
     # sequential studies' smoke tests run the repetition checkpoint end to end)
     pipeline(
