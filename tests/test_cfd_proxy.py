@@ -694,6 +694,7 @@ def test_study_expands_at_every_scale():
 def test_smoke_study_end_to_end(pipeline):
     import pandas as pd
 
+    case_tier(pipeline.root)  # its openfoam points' disk tier is results/scratch in the copy
     # 2 repetitions, no added ones: this checks the study runs, not its verdicts
     pipeline(
         "-c2", "--configfile", "config/studies/cfd_dcpmm.yaml", "--config", "scale=smoke",
