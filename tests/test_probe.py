@@ -1,9 +1,11 @@
 """Probing: mountinfo parsing (captured from a real host), mount lookup, /sys devices."""
 
+import json
 import os
 
-from conftest import fixture_text
-from tierbench import probe
+from conftest import fixture_text, study_for_report
+from test_answer import rows
+from tierbench import probe, report
 
 
 def test_parse_captured_mountinfo():
@@ -57,6 +59,25 @@ def test_probe_tier_and_host_on_this_machine(tmp_path):
     assert host["cores"] >= 1 and host["memory_bytes"] > 0 and host["kernel"]
     versions = probe.tool_versions({"true": ["true"], "missing": ["no-such-tool-xyz"]})
     assert versions["missing"] is None and versions["python"]
+
+
+def test_host_says_how_many_cores_the_run_may_use(tmp_path, monkeypatch):
+    """Under `taskset -c 0` on 2 cores the report said "2 cores": the run had one."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    host = probe.probe_host()
+    assert host["usable_cores"] == 1 and host["cores"] == os.cpu_count()
+    frame = rows("fio", "write_bandwidth", "MB/s", {"disk": [100, 101, 99]}).assign(
+        study="s", host="h", started_at="t", duration_s=1
+    )
+    study_for_report(tmp_path / "m" / "s", frame, ["disk"])
+    tiers = tmp_path / "m/s/provenance/tiers.json"
+    found = json.loads(tiers.read_text())
+    found["host"].update(cores=2, usable_cores=1)
+    tiers.write_text(json.dumps(found))
+    assert "2 cores (1 usable by this run)" in report.render(tmp_path / "m", ["s"], {"s": "S"})
+    found["host"]["usable_cores"] = 2
+    tiers.write_text(json.dumps(found))
+    assert "2 cores, " in report.render(tmp_path / "m", ["s"], {"s": "S"})
 
 
 def test_version_strings_lose_their_copyright_notice():

@@ -144,6 +144,15 @@ def tool_versions(tools: dict[str, list[str]]) -> dict[str, str | None]:
     return versions
 
 
+def usable_cores() -> int:
+    """CPUs this process may run on: its affinity (taskset, a cgroup cpuset, a Slurm
+    allocation), which can be fewer than the machine's cores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def probe_host() -> dict:
     return {
         "host": socket.gethostname(),
@@ -151,6 +160,7 @@ def probe_host() -> dict:
         "os": _os_release(),
         "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
+        "usable_cores": usable_cores(),
         "memory_bytes": memory_bytes(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "probed_at": utc_now(),
