@@ -29,10 +29,11 @@ import statistics
 import subprocess
 import sys
 
-from harness import TIER, at_least, log, rotated, row
+from harness import TIER, at_least, log, rotated, row, skipped_row
 from tierbench import foam
 from tierbench.rundir import RunFolder
 from tierbench.runner import run_job
+from tierbench.units import format_size
 from tierbench.workloads import cfd_proxy
 
 SIZES = {
@@ -98,6 +99,12 @@ def prime_memory(tier: str, nbytes: int) -> None:
                 handle.write(zeros[: min(PRIME_CHUNK, nbytes - start)])
 
 
+def primed_bytes(ranks: int, cells: int, writes: int) -> int:
+    """What a run's priming puts on the tier at once: twice what the run writes, and room
+    for the proxy's own memory; the most the item holds there."""
+    return 2 * ranks * cells * 80 * writes + 2**28
+
+
 def compare(tier: str, ranks: int, cells: int, writes: int, rounds: int, purge: int = 0) -> dict:
     """Proxy and fio, ``rounds`` interleaved rounds after a warm-up round of both."""
     block = foam.payload_bytes("U", cells, "binary")
@@ -108,8 +115,7 @@ def compare(tier: str, ranks: int, cells: int, writes: int, rounds: int, purge: 
         results = {}
         # the proxy goes first in the warm-up: it gives the bytes fio writes
         for name in rotated(("proxy", "fio"), round_):
-            # twice what a run writes, and room for the proxy's own memory
-            prime_memory(tier, 2 * ranks * cells * 80 * writes + 2**28)
+            prime_memory(tier, primed_bytes(ranks, cells, writes))
             if name == "proxy":
                 results[name], per_write = proxy_bandwidth(tier, ranks, cells, writes, purge)
             else:
@@ -148,6 +154,15 @@ def comparison_row(tier: str, ranks: int, cells: int, writes: int, outcome: dict
 
 def measure(mode: str, scratch, goal) -> list[dict]:
     size = SIZES[mode]
+    needed = max(primed_bytes(1, cells, size["writes"]) for cells in size["cells"])
+    free = shutil.disk_usage(TIER).free
+    if needed > free:  # a container's /dev/shm is often 64 MiB
+        reason = f"skipped: {TIER} has {format_size(free)} free, item 1 needs {format_size(needed)}"
+        return [
+            skipped_row(1, f"cfd_write_bandwidth_{cells}", f"CFD proxy / fio write bandwidth, "
+                        f"{TIER}, {cells} cells per write", "ratio", reason, goal)
+            for cells in size["cells"]
+        ]  # fmt: skip
     rows = []
     for cells in size["cells"]:
         outcome = compare(TIER, 1, cells, size["writes"], size["rounds"])

@@ -19,6 +19,7 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 
+import cfd_vs_fio  # noqa: E402
 import fe_output_overhead  # noqa: E402
 import harness  # noqa: E402
 import proxy_fidelity  # noqa: E402
@@ -34,6 +35,17 @@ needs_tools = pytest.mark.skipif(
 ITEMS = {1, 2, 3, 4, 5, 6, 7, 8, 9}
 #: items skipped, with the reason, where they cannot run: the minicluster (9) needs root
 NEEDS_ROOT = {9} if os.geteuid() != 0 else set()
+#: and item 1 where /dev/shm cannot hold the memory it primes (a container's is often
+#: 64 MiB; --tiny primes 265 MiB); under CI=true it must run
+TINY_PRIMED = max(
+    cfd_vs_fio.primed_bytes(1, cells, cfd_vs_fio.SIZES["tiny"]["writes"])
+    for cells in cfd_vs_fio.SIZES["tiny"]["cells"]
+)
+SHM_TOO_SMALL = (
+    {1}
+    if os.environ.get("CI") != "true" and shutil.disk_usage(harness.TIER).free < TINY_PRIMED
+    else set()
+)
 #: rows whose --tiny figure may be zero or absent: a share of lessons that agree, and the
 #: rows resting on an application's output cost, which can be smaller than its noise at toy
 #: sizes (a round whose application cost is not above zero gives no ratio);
@@ -47,6 +59,16 @@ REDUCED = {"smoke_study", "verdict_agreement", "paper_wall_time"}
 
 
 # ---------------------------------------------------------------- the harness, fast
+
+
+def test_item_1_is_skipped_naming_the_tier_where_it_cannot_prime_its_memory(monkeypatch):
+    """On a 64 MiB /dev/shm it failed with "OSError: [Errno 28] No space left on device"."""
+    usage = shutil.disk_usage("/")._replace(free=64 * 2**20)
+    monkeypatch.setattr(cfd_vs_fio.shutil, "disk_usage", lambda path: usage)
+    monkeypatch.setattr(cfd_vs_fio, "compare", None)  # never called
+    (only,) = cfd_vs_fio.measure("tiny", None, harness.at_least(0.9))
+    assert only["key"] == "cfd_write_bandwidth_20000" and only["met"] is None
+    assert only["skipped"] == "skipped: /dev/shm has 64 MiB free, item 1 needs 265.2 MiB"
 
 
 def test_items_are_numbered_once_and_each_module_has_both_sizes():
@@ -218,7 +240,7 @@ def test_figures_are_finite_and_positive(tiny_run):
     measured = [
         row for row in result["rows"] if "skipped" not in row and row["key"] not in MAY_BE_EMPTY
     ]
-    assert {row["item"] for row in measured} == ITEMS - {8} - NEEDS_ROOT
+    assert {row["item"] for row in measured} == ITEMS - {8} - NEEDS_ROOT - SHM_TOO_SMALL
     for row in measured:
         assert row["n"] == len(row["values"]) >= 1, row["key"]
         for value in (row["median"], row["min"], *row["values"]):
