@@ -20,14 +20,12 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from minicluster_fixture import require_minicluster, running_minicluster
+from minicluster_fixture import leftovers, require_minicluster, running_minicluster, snapshot
 from tierbench import minicluster
 from tierbench.minicluster import MiniCluster, MiniClusterError, alive, state_path
 
 pytestmark = pytest.mark.slurm
 
-#: process names the cluster runs; any of them naming the state folder is ours
-DAEMONS = {"slurmd", "slurmctld", "slurmstepd", "munged", "glusterd", "glusterfsd", "glusterfs"}
 MPI_PROGRAM = """
 import socket
 from mpi4py import MPI
@@ -46,48 +44,6 @@ def cluster():
 
 def srun(cluster: MiniCluster, *argv: str, timeout: float = 60) -> str:
     return cluster.run("srun", *argv, timeout=timeout)
-
-
-# ---------------------------------------------------------------- what nothing left means
-
-
-def our_processes(state: Path) -> list[str]:
-    """Live cluster daemons naming the state folder in their command line."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            comm = Path(f"/proc/{entry}/comm").read_text().strip()
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if comm in DAEMONS and str(state) in argv and minicluster.start_time(int(entry)):
-            found.append(f"{comm} (pid {entry})")
-    return found
-
-
-def leftovers(state: Path, records: list[dict], run_netns: dict) -> list[str]:
-    """Everything of a cluster still on the machine after down."""
-    found = [f"process {r['name']} (pid {r['pid']})" for r in records if alive(r)]
-    found += [f"process {p}" for p in our_processes(state)]
-    found += [f"netns {n}" for n in minicluster._netns_names() if n.startswith("tbmc")]
-    found += [f"link {n}" for n in minicluster._link_names() if n.startswith("tbmc")]
-    found += [f"mount {m}" for m in minicluster._mounts_under(state)]
-    addresses = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
-    found += ["address 10.213.x.x"] if "inet 10.213." in addresses else []
-    others = minicluster._netns_names()
-    if not run_netns.get("mounted", True) and minicluster._is_mount(Path("/run/netns")):
-        found += [] if others else ["mount /run/netns"]
-    if state.exists():
-        found.append(f"folder {state}")
-    return found
-
-
-def snapshot(cluster: MiniCluster) -> tuple[list[dict], dict]:
-    """What down must remove, read before down deletes state.json."""
-    ledger = minicluster.Ledger(cluster.state / "state.json")
-    return list(ledger.get("processes", {}).values()), ledger.get("run_netns", {})
 
 
 def device_of(pid: int, path: Path) -> str:

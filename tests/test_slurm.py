@@ -28,7 +28,11 @@ pipeline:
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,7 +40,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from minicluster_fixture import require_minicluster, running_minicluster
+from minicluster_fixture import leftovers, require_minicluster, running_minicluster, snapshot
 from tierbench.minicluster import MiniCluster
 from tierbench.report import id_ranges
 
@@ -156,7 +160,7 @@ CFD = {
         "steps": 4,
         "write_interval": 2,
         "cells_per_rank": 2000,
-        "sweeps": 1,
+        "compute_per_cell_step": 1e-7,  # 0.2 ms per step
         "warmup_steps": 0,
     },
 }
@@ -321,3 +325,43 @@ def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
         assert verdict["status"] != "inconclusive", verdict
         assert "shared/local" in verdict["text"], verdict["text"]
     print(f"cfd_dcpmm smoke on two Slurm nodes: {len(results)} rows in {elapsed:.0f} s")
+
+
+def test_a_run_killed_mid_way_and_the_cluster_down_leave_nothing(pipeline, slurm: MiniCluster):
+    """Last in the module: the run's Snakemake is killed while its jobs run on the nodes,
+    then the cluster comes down with jobs still queued or running."""
+    root = hardware_file(pipeline)
+    command = [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL]
+    command += ["--config", "scale=smoke", f"hardware={HARDWARE}", "repetitions=1"]
+    run = subprocess.Popen(
+        command,
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not slurm.run("squeue", "--noheader", "--states=RUNNING", "--format=%i").split():
+            assert run.poll() is None, "the run ended before any job ran"
+            assert time.monotonic() < deadline, "no job started running in 180 s"
+            time.sleep(0.5)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # as a user's kill -9, or a lost login session
+        run.wait(timeout=30)
+    assert slurm.run("squeue", "--noheader", "--format=%i").split(), "no job left to clean up"
+    records, run_netns = snapshot(slurm)
+    assert slurm.down()
+    assert leftovers(slurm.state, records, run_netns) == []
+    # what the run wrote on the submit host stays for a re-run; nothing else of it runs
+    assert (root / ".snakemake").is_dir()
+    assert not [p for p in Path("/proc").glob("[0-9]*") if _runs_in(p, root)]
+
+
+def _runs_in(proc: Path, root: Path) -> bool:
+    """A live process whose current folder is inside the run's pipeline copy."""
+    try:
+        return str(root) in os.readlink(proc / "cwd")
+    except OSError:
+        return False
