@@ -47,10 +47,11 @@ PRIME_CHUNK = 64 * 2**20
 def run_proxy_writes(
     experiment: str, tier: str, ranks: int, cells: int, writes: int, purge: int
 ) -> dict:
-    """One cfd_proxy job that only writes (no sweeps, a write every step); its raw record."""
+    """One cfd_proxy job that only writes (no compute, a write every step); its raw record."""
     params = {
         "ranks": ranks, "ensemble": 1, "steps": writes, "write_interval": 1,
-        "cells_per_rank": cells, "sweeps": 0, "warmup_steps": 0, "purge_write": purge,
+        "cells_per_rank": cells, "compute_per_cell_step": 0, "warmup_steps": 0,
+        "purge_write": purge,
     }  # fmt: skip
     spec = {
         "study": "bench", "experiment": experiment, "workload": "cfd_proxy", "tier": "bench",

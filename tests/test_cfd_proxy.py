@@ -20,6 +20,8 @@ from conftest import REPO, job_spec
 from test_openfoam import case_tier, solver  # noqa: F401 (solver: simpleFoam, or a skip outside CI)
 from tierbench import cfd_writer, foam, matrix, native, rundir
 from tierbench.errors import ConfigError, PointFailed
+from tierbench.records import metric
+from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
 from tierbench.workloads import cfd_proxy, openfoam
 
@@ -47,7 +49,7 @@ PARAMS = {
     "write_format": "binary",
     "purge_write": 0,
     "cells_per_rank": 1500,
-    "sweeps": 2,
+    "compute_per_cell_step": 1e-6,  # 1.5 ms per step
     "warmup_steps": 1,
 }
 
@@ -457,6 +459,12 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
     assert "time_per_step_nowrite" not in metrics  # every step writes
     assert "write_cost" not in metrics  # nothing to tell a write from
     assert record["extra"]["launcher"] == "mpiexec" and len(record["extra"]["members"]) == 2
+    # the members were given the sweeps one launch found alone before them
+    found = record["extra"]["compute"]["calibration"]
+    assert found["sweeps"] == metrics["sweeps_per_step"]["value"] > 0
+    assert found["target"] == metrics["compute_target_per_step"]["value"] == 1e-6 * 1500
+    assert [m["calibration"] for m in record["extra"]["members"]] == [None, None]
+    assert {m["sweeps"] for m in record["extra"]["members"]} == {found["sweeps"]}
     # everything the run made is inside its own run folder; nothing next to it or in the cwd
     (folder,) = kept
     assert sorted(p.name for p in tier.iterdir()) == sorted(["users-file.txt", folder.path.name])
@@ -488,6 +496,89 @@ def test_baseline_has_no_writes_and_runner_cli_records_the_launcher(tmp_path):
     assert list((tmp_path / "tier").iterdir()) == []
 
 
+@needs_mpi
+def test_each_step_computes_the_target_time(tmp_path):
+    """A rank finds the sweeps of 8 ms per step here, then computes that long every step."""
+    params = {**PARAMS, "compute_per_cell_step": 8e-3 / 1500, "steps": 10, "write_interval": 5}
+    _, result = run_writer(tmp_path, 1, cfd_proxy.writer_config({**params, "ranks": 1}))
+    assert result["compute_target_per_step"] == pytest.approx(8e-3)
+    calibration = result["calibration"]
+    assert calibration["sweeps"] == result["sweeps"] > 0
+    assert [n for n, _ in calibration["samples"][:3]] == [0, 0, 0]  # no work, then amounts
+    assert 0.5 < result["compute_per_step"] / 8e-3 < 2, result["compute_per_step"]
+
+
+@needs_mpi
+def test_no_compute_means_no_sweeps_and_no_calibration(tmp_path):
+    config = cfd_proxy.writer_config({**PARAMS, "compute_per_cell_step": 0})
+    _, result = run_writer(tmp_path, 2, config)
+    assert (result["sweeps"], result["calibration"]) == (0, None)
+
+
+def application_job(tmp_path, monkeypatch, **params):
+    """A job of the proxy at ``params`` whose compute is the application's, with openfoam's
+    run replaced by one that notes what it was asked and takes 4 ms per step."""
+    asked = []
+
+    def run(job):
+        asked.append({"params": job.params, "folder": job.folder.path})
+        assert job.folder.path.is_dir()  # a run folder of its own, inside the job's
+        assert job.folder.path.parent.name.startswith(rundir.PREFIX)
+        return [metric("time_per_step", 0.004, "s")]
+
+    monkeypatch.setattr(openfoam, "run", run)
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    return spec(tier, compute_per_cell_step="from_application", **params), asked, tier
+
+
+@needs_mpi
+def test_from_application_times_the_application_at_the_same_shape(tmp_path, monkeypatch):
+    point, asked, tier = application_job(tmp_path, monkeypatch, steps=4, write_interval=2)
+    record = run_job(point, cfd_proxy.run)
+    metrics = by_name(record)
+    assert metrics["compute_target_per_step"]["value"] == 0.004, record["metrics"]
+    (seen,) = asked
+    shape = {k: seen["params"][k] for k in ("ranks", "cells_per_rank", "steps", "warmup_steps")}
+    assert shape == {"ranks": 2, "cells_per_rank": 1500, "steps": 4, "warmup_steps": 1}
+    assert seen["params"]["write_interval"] == "none" and seen["params"]["ensemble"] == 1
+    assert record["extra"]["compute"]["application"]["metrics"] == {"time_per_step": 0.004}
+    assert not seen["folder"].exists() and list(tier.iterdir()) == []
+
+
+@needs_mpi
+def test_a_traced_job_does_not_calibrate(tmp_path, monkeypatch):
+    """Its times are never used, and the application's run would add its calls."""
+    point, asked, tier = application_job(tmp_path, monkeypatch, steps=4, write_interval=2)
+    with RunFolder(tier, "traced") as folder:
+        job = Job(spec={**point, "count_syscalls": True}, folder=folder)
+        metrics = {m["metric"]: m["value"] for m in cfd_proxy.run(job)}
+    assert asked == [] and job.extra["compute"]["calibrated"] is False
+    assert metrics["sweeps_per_step"] == 0 and "compute_target_per_step" not in metrics
+
+
+def test_from_application_needs_a_shape_the_application_can_mesh():
+    with pytest.raises(ConfigError, match="cells_per_rank 1009"):
+        matrix.check_point(
+            "cfd_proxy",
+            {**PARAMS, "cells_per_rank": 1009, "compute_per_cell_step": "from_application"},
+            "cfd_dcpmm.x[p]",
+        )
+    matrix.check_point("cfd_proxy", {**PARAMS, "cells_per_rank": 1009}, "cfd_dcpmm.x[p]")
+
+
+def test_compute_is_a_time_per_cell_and_step():
+    assert cfd_proxy.compute_target({**PARAMS, "compute_per_cell_step": "2e-6"}) == 2e-6 * 1500
+    assert cfd_proxy.compute_target({**PARAMS, "compute_per_cell_step": 0}) == 0
+    assert cfd_proxy.compute_target({**PARAMS, "compute_per_cell_step": "from_application"}) is None
+    default = cfd_proxy.DEFAULTS["compute_per_cell_step"]
+    assert 1e-7 < default < 1e-4  # seconds per cell and step, as measured
+    params = {k: v for k, v in PARAMS.items() if k != "compute_per_cell_step"}
+    assert cfd_proxy.compute_target(params) == default * 1500
+    with pytest.raises(ConfigError, match="sweeps"):  # the count it replaced
+        matrix.check_point("cfd_proxy", {**params, "sweeps": 20}, "cfd_dcpmm.x[p]")
+
+
 def test_write_cost_is_the_write_steps_extra_time_with_its_error():
     steps = np.array([1.0, 3.0, 1.2, 3.2, 0.8, 2.8])
     found = cfd_writer.write_cost(steps, np.array([False, True] * 3))
@@ -516,12 +607,20 @@ def test_each_launch_gets_its_own_mpi_session_folder(tmp_path):
     fake.chmod(0o755)
     (tmp_path / "tier").mkdir()
     launcher = shlex.quote(str(fake))  # a launcher is a command line: its path quoted
-    record = run_job({**spec(tmp_path / "tier", ensemble=3), "launcher": launcher}, cfd_proxy.run)
+    point = spec(tmp_path / "tier", ensemble=3, compute_per_cell_step=0)  # no calibration launch
+    record = run_job({**point, "launcher": launcher}, cfd_proxy.run)
     assert record["metrics"][0]["status"] == "failed"
     sessions = {p.read_text().strip() for p in seen.iterdir()}
     assert len(sessions) == 3 and all(s.startswith(tempfile.gettempdir()) for s in sessions)
     assert not any(os.path.exists(s) for s in sessions)  # removed after the run
     assert list((tmp_path / "tier").iterdir()) == []
+
+
+def test_a_calibration_launch_that_fails_is_a_failed_point(tmp_path):
+    record = run_job({**spec(tmp_path, ensemble=2), "launcher": "false"}, cfd_proxy.run)
+    (only,) = record["metrics"]
+    assert only["status"] == "failed" and "calibration launch exited with 1" in only["reason"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_missing_launcher_is_a_failed_point(tmp_path):
@@ -649,6 +748,8 @@ def test_a_rank_without_the_run_folder_on_its_node_makes_and_removes_its_own(tmp
         ({"write_interval": 7}, "longer than the run"),
         ({"ensemble": 0}, "ensemble"),
         ({"bytes_per_rank": "1MB"}, "exactly one of cells_per_rank and bytes_per_rank"),
+        ({"compute_per_cell_step": -1e-6}, "compute_per_cell_step"),
+        ({"compute_per_cell_step": "fast"}, "compute_per_cell_step"),
     ],
 )
 def test_bad_parameters_stop_with_a_message_naming_them(change, message):
@@ -787,3 +888,22 @@ def test_bytes_per_write_within_10_percent_of_real_v1912(solver, tmp_path, fmt, 
     assert 0.9 <= ratio <= 1.1, f"proxy/real bytes per write {ratio:.4f}: {sizes}"
     if fmt == "binary":  # doubles are doubles: only a path and a number's digits may differ
         assert abs(ratio - 1) < 0.001, f"proxy/real bytes per write {ratio:.5f}: {sizes}"
+
+
+@pytest.mark.e2e
+@needs_mpi
+def test_from_application_times_simplefoam_and_computes_that(solver, tmp_path):  # noqa: F811
+    """The compute of a step is simpleFoam's at the same shape without writes, timed first."""
+    tier = case_tier(tmp_path / "tier")
+    tier.mkdir()
+    shape = {**REAL_SHAPE, "steps": 6, "write_interval": 3}
+    record = run_job(spec(tier, **shape, compute_per_cell_step="from_application"), cfd_proxy.run)
+    metrics = by_name(record)
+    assert all(m["status"] == "ok" for m in record["metrics"]), record["metrics"]
+    application = record["extra"]["compute"]["application"]
+    assert application["params"]["write_interval"] == "none"
+    assert application["params"]["cells_per_rank"] == REAL_SHAPE["cells_per_rank"]
+    target = application["metrics"]["time_per_step"]
+    assert metrics["compute_target_per_step"]["value"] == target > 0
+    assert 0.5 < metrics["compute_per_step"]["value"] / target < 2
+    assert list(tier.iterdir()) == []

@@ -15,7 +15,8 @@ import yaml
 from conftest import REPO, job_spec, need_cpus
 from tierbench import matrix
 from tierbench.errors import ConfigError
-from tierbench.runner import run_job
+from tierbench.rundir import RunFolder
+from tierbench.runner import Job, run_job
 from tierbench.workloads import fe_model, fe_proxy, frd, ga
 
 TINY = {
@@ -24,6 +25,7 @@ TINY = {
     "generations": 2,
     "elements": 2,
     "increments": 6,
+    "compute_per_evaluation": 0,  # the bar's solve alone: tests of the compute set their own
 }
 
 
@@ -582,10 +584,72 @@ def test_paired_baseline_gives_the_outputs_cost_per_increment(tmp_path, monkeypa
     )
     assert cost["unit"] == "s" and cost["value"] == pytest.approx(expected, rel=1e-6)
     assert "output_cost_per_increment_wall" in metrics
+    # the compute: each evaluation's analysis without field output, as the fidelity takes it
+    quiet = np.median([e["baseline"]["eval_time"] for e in evaluations])
+    assert metrics["eval_time_baseline_median"]["value"] == pytest.approx(quiet, rel=1e-6)
     assert metrics["evaluations"]["value"] == 8 and metrics["files_per_evaluation"]["value"] == 8
     assert list(tier.iterdir()) == []
     plain = run_job(spec(tier), fe_proxy.run)
     assert "output_cost_per_increment" not in {m["metric"] for m in plain["metrics"]}
+
+
+# ------------------------------------------------------------------ the compute
+
+
+def test_the_extra_compute_is_spread_over_the_increments(monkeypatch):
+    done, seen = [], []
+    monkeypatch.setattr(fe_proxy, "busy", done.append)
+    computing = fe_proxy.Computing(seen.append, units=100, increments=6)
+    for number in range(1, 7):
+        computing(fe_model.Increment(number, *[None] * 12))
+    assert sum(done) == 100 and max(done) - min(done) <= 1
+    assert [inc.number for inc in seen] == list(range(1, 7))
+
+
+def test_an_analysis_without_field_output_takes_the_target_time(tmp_path):
+    """The units found make the proxy's analysis of the tiny bar take 40 ms of CPU here."""
+    config = fe_proxy.settings({**TINY, "compute_per_evaluation": 0.04})
+    found = fe_proxy.calibrate_compute(config, tmp_path, config.compute)
+    assert found["target"] == 0.04 and found["units"] > 0 and found["samples"]
+    assert list(tmp_path.iterdir()) == []  # every calibration analysis removed its folder
+    start_worker({"compute_per_evaluation": 0.04})
+    fe_proxy._WORKER["units"] = found["units"]
+    quiet, deck = fe_proxy.without_field_output(config.bar, config.output)
+    took = [fe_proxy.analyse(task(tmp_path / f"e{i}"), quiet, deck) for i in range(3)]
+    assert 0.8 < min(e["cpu_time"] for e in took) / 0.04 < 1.25, took
+
+
+def test_a_job_computes_the_target_and_reports_it(tmp_path):
+    record = run_job(spec(tmp_path, compute_per_evaluation="0.03"), fe_proxy.run)
+    metrics = {m["metric"]: m["value"] for m in record["metrics"]}
+    assert metrics["compute_target_per_evaluation"] == 0.03
+    assert metrics["compute_units_per_evaluation"] == record["extra"]["compute"]["units"] > 0
+    assert metrics["eval_time_median"] > 0.03 / 2
+    none = run_job(spec(tmp_path), fe_proxy.run)
+    metrics = {m["metric"]: m["value"] for m in none["metrics"]}
+    assert metrics["compute_units_per_evaluation"] == 0 and metrics["eval_time_median"] < 0.03
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_traced_job_does_not_calibrate(tmp_path, monkeypatch):
+    """Its times are never used, and the calibration's analyses would add their calls."""
+    monkeypatch.setattr(fe_proxy, "application_evaluation_time", None)  # never called
+    point = {**spec(tmp_path, compute_per_evaluation="from_application"), "count_syscalls": True}
+    with RunFolder(tmp_path, "traced") as folder:
+        job = Job(spec=point, folder=folder)
+        metrics = {m["metric"]: m["value"] for m in fe_proxy.run(job)}
+    assert job.extra["compute"]["units"] == 0 and job.extra["compute"]["calibrated"] is False
+    assert "compute_target_per_evaluation" not in metrics
+
+
+def test_from_application_is_ccxs_evaluation_without_field_output(tmp_path):
+    if shutil.which("ccx") is None:
+        pytest.skip("ccx is not installed (apt-get install calculix-ccx)")
+    took, note = fe_proxy.application_evaluation_time(fe_proxy.complete("fe_proxy", TINY), tmp_path)
+    assert note["runs"] == len(note["cpu_time"]) == len(note["eval_time"]) == 5
+    assert took == sorted(note["cpu_time"])[2] > 0
+    assert note["increments"] == [TINY["increments"]] * 5
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_more_workers_than_cpus_is_skipped_unless_asked(tmp_path):
@@ -625,6 +689,7 @@ def test_planned_bytes_and_threads():
         ({"fsync": "sometimes"}, "fsync: 'sometimes' is not one of"),
         ({"max_strain": 0}, "max_strain"),
         ({"threads": 2}, "'threads' was unexpected"),
+        ({"compute_per_evaluation": -0.1}, "compute_per_evaluation"),
         # with restarts the restart file is one of the files
         ({**ABAQUS, "files": 4}, "files: 4 is less than the minimum of 5"),
         ({"elite": 4}, "elite must be smaller than population"),

@@ -411,7 +411,7 @@ def cfd_study(workloads=("cfd_proxy",)) -> Study:
         "ranks": 1,
         "steps": 20,
         "cells_per_rank": 20000,
-        "sweeps": 5,
+        "compute_per_cell_step": 1.8e-6,
         "purge_write": 1,
         "write_format": "binary",
         "warmup_steps": 3,

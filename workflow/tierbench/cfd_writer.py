@@ -25,6 +25,15 @@ the layout (uncollated: ranks x writes x 9 files, or 8 in document_001's set,
 and x 3 folders; collated: writes x 9 (8) files and x 3 folders, the master's)
 and against what is on disk at the end; a mismatch fails the run.
 
+How much a step computes is a time, ``compute_target`` (s): the
+application's at this shape. With ``sweeps`` unset the ranks first find the
+sweeps per step that take that long here (:func:`calibrate`: each amount timed
+on all ranks at once, halo exchanges included, the slowest rank's time
+counting); a job whose members run side by side gives them ``sweeps`` found by
+a launch of its own with ``--calibrate``, alone on the node, as the
+application's time was measured. The result holds the target, the sweeps, the
+samples they rest on and the compute time each measured step took.
+
 ``--gate DIR`` lets several launches start their measured loop together: rank
 0 creates ``DIR/ready-<name>`` and waits for ``DIR/go`` before the first step.
 
@@ -50,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import foam, native
+from . import compute, foam, native
 from .records import utc_now
 from .rundir import MARKER
 
@@ -67,7 +76,7 @@ def grid_shape(cells: int) -> tuple[int, int]:
 class Solver:
     """Jacobi sweeps of a Laplace problem on this rank's slab, halo rows exchanged."""
 
-    def __init__(self, comm, cells: int, sweeps: int):
+    def __init__(self, comm, cells: int, sweeps: int = 0):
         self.comm = comm
         self.cells = cells
         self.sweeps = sweeps
@@ -92,8 +101,9 @@ class Solver:
         self.comm.Sendrecv(u[-2], dest=up, recvbuf=u[0], source=down)
         self.comm.Sendrecv(u[1], dest=down, recvbuf=u[-1], source=up)
 
-    def step(self) -> None:
-        for _ in range(self.sweeps):
+    def step(self, sweeps: int | None = None) -> None:
+        """One step's compute: ``sweeps`` sweeps (the solver's own number by default)."""
+        for _ in range(self.sweeps if sweeps is None else sweeps):
             self.exchange()
             u, v, tmp = self.u, self.v, self.tmp
             np.add(u[:-2, 1:-1], u[2:, 1:-1], out=tmp)
@@ -148,6 +158,33 @@ def write_steps(steps: int, write_interval: int | None) -> list[int]:
     return list(range(write_interval, steps + 1, write_interval))
 
 
+def timed_step(solver: Solver, sweeps: int) -> float:
+    """Seconds one step of ``sweeps`` sweeps takes, started together, on the slowest rank
+    (every rank gets the same number, so all make the same choices from it)."""
+    from mpi4py import MPI
+
+    solver.comm.Barrier()
+    start = time.perf_counter()
+    solver.step(sweeps)
+    return solver.comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+
+
+def calibrate(solver: Solver, target: float) -> dict:
+    """The sweeps per step whose compute takes ``target`` s here, and what they rest on."""
+    sweeps, samples = compute.calibrate(lambda n: timed_step(solver, n), target)
+    return {"target": target, "sweeps": sweeps, "samples": [list(s) for s in samples]}
+
+
+def sweeps_of(solver: Solver, config: dict) -> tuple[int, dict | None]:
+    """The sweeps per step: given (``sweeps``), or found for ``compute_target``."""
+    if config.get("sweeps") is not None:
+        return int(config["sweeps"]), None
+    if not config["compute_target"]:
+        return 0, None
+    found = calibrate(solver, float(config["compute_target"]))
+    return found["sweeps"], found
+
+
 def wait_for_gate(gate: Path, name: str) -> None:
     (gate / f"ready-{name}").touch()
     deadline = time.monotonic() + GATE_TIMEOUT_S
@@ -190,7 +227,8 @@ def run(
     file_set = file_set_of(config)
     writes = set(write_steps(config["steps"], config["write_interval"]))
     purge_keep = config.get("purge_write", 0)
-    solver = Solver(comm, cells, config["sweeps"])
+    solver = Solver(comm, cells)
+    solver.sweeps, calibration = sweeps_of(solver, config)
     static = static_fields(cells, rank, file_set)
     if collated:
         root = case / f"processors{size}"
@@ -214,6 +252,7 @@ def run(
 
     steps = config["steps"]
     step_times = np.zeros(steps)
+    compute_times = np.zeros(steps)
     write_times = np.zeros(steps)
     count = foam.WriteCount()
     kept: list[str] = []
@@ -221,6 +260,7 @@ def run(
     for step in range(1, steps + 1):
         start = time.perf_counter()
         solver.step()
+        compute_times[step - 1] = time.perf_counter() - start
         if step in writes:
             write_start = time.perf_counter()
             tname = foam.time_name(step)
@@ -243,8 +283,10 @@ def run(
 
     slowest_steps = np.zeros(steps) if rank == 0 else None
     slowest_writes = np.zeros(steps) if rank == 0 else None
+    slowest_compute = np.zeros(steps) if rank == 0 else None
     comm.Reduce(step_times, slowest_steps, op=MPI.MAX, root=0)
     comm.Reduce(write_times, slowest_writes, op=MPI.MAX, root=0)
+    comm.Reduce(compute_times, slowest_compute, op=MPI.MAX, root=0)
     totals = comm.gather(vars(count), root=0)
     # each writer counts its own folder, so node-local tiers on several nodes add up too
     comm.Barrier()
@@ -262,6 +304,12 @@ def run(
     on_disk = (sum(f for f, _ in found), sum(d for _, d in found))
     result = summarise(config, size, slowest_steps, slowest_writes, totals, on_disk, loop_time)
     result["hosts"] = sorted(set(hosts))
+    result.update(
+        compute_target_per_step=config.get("compute_target"),
+        sweeps=solver.sweeps,
+        calibration=calibration,
+        compute_per_step=float(slowest_compute.mean()),
+    )
     return result
 
 
@@ -359,19 +407,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate", help="folder for the ready/go start signal")
     parser.add_argument("--name", default="0", help="name of this launch at the gate")
     parser.add_argument("--run-folder", help="the job's run folder on the tier (see above)")
+    parser.add_argument(
+        "--calibrate", action="store_true", help="only find the sweeps per step (see above)"
+    )
     args = parser.parse_args(argv)
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
+    config = json.loads(args.config)
     try:
-        result = run(
-            comm,
-            Path(args.case),
-            json.loads(args.config),
-            Path(args.gate) if args.gate else None,
-            args.name,
-            Path(args.run_folder) if args.run_folder else None,
-        )
+        if args.calibrate:
+            result = calibrate(Solver(comm, config["cells"]), float(config["compute_target"]))
+            result = {**result, "problems": []} if comm.Get_rank() == 0 else None
+        else:
+            result = run(
+                comm,
+                Path(args.case),
+                config,
+                Path(args.gate) if args.gate else None,
+                args.name,
+                Path(args.run_folder) if args.run_folder else None,
+            )
     except Exception as error:  # one rank failing must not leave the others hanging
         print(f"rank {comm.Get_rank()}: {type(error).__name__}: {error}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)

@@ -14,6 +14,18 @@ simpleFoam, sized as the openfoam workload's duct of the same cells per rank
 writes them (boundary patches included), or ``document_001`` the 8 files
 document 001 lists, as the proxy wrote them before it was calibrated.
 
+How much a step computes is the application's time per step at that shape,
+not a count of the proxy's own work: ``compute_per_cell_step`` seconds per
+cell and step (by default simpleFoam's, as measured on the machine the schema
+names) times ``cells_per_rank``, or with ``from_application`` the time per
+step of the openfoam workload run in the job at the same shape without writes
+(:func:`application_step_time`). The ranks turn that target into Jacobi
+sweeps on the node (:mod:`tierbench.cfd_writer`); an ensemble's members get
+the sweeps a launch of one member's shape found alone first, so a member
+computes what one application run would. Each record holds the target
+(``compute_target_per_step``), the sweeps and the compute time its measured
+steps took (``compute_per_step``).
+
 A point with ``write_interval: none`` is the no-I/O baseline: the same solver
 with no writes. The figures derive the I/O bandwidth as document 001 does,
 bytes written per step / (time per step - time per step without I/O),
@@ -33,10 +45,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import foam, native
+from .. import compute, foam, native
 from ..errors import PointFailed, PointNotApplicable
-from ..matrix import schema_defaults
+from ..matrix import complete, schema_defaults
 from ..records import metric
+from ..rundir import RunFolder
 from ..runner import Job
 from ..units import parse_size
 from . import Tool, Workload
@@ -83,10 +96,48 @@ def check_write_interval(params: dict, step: str = "step") -> None:
 def check_params(params: dict) -> None:
     """What the schema cannot say; types, ranges and the one-of size keys are the schema's."""
     check_write_interval(params)
+    if with_defaults(params)["compute_per_cell_step"] == compute.FROM_APPLICATION:
+        from . import openfoam  # the application must be able to mesh this shape
+
+        openfoam.check_params(application_params(params))
 
 
-def writer_config(params: dict) -> dict:
-    """What :mod:`tierbench.cfd_writer` needs, from the point's parameters."""
+def compute_target(params: dict) -> float | None:
+    """Seconds of compute per step of each rank; None: the application's, measured in the job."""
+    p = with_defaults(params)
+    per_cell = compute.seconds(p["compute_per_cell_step"])
+    return None if per_cell is None else per_cell * cells_per_rank(p)
+
+
+def application_params(params: dict) -> dict:
+    """The openfoam point of the same shape, steps and warm-up, without writes."""
+    p = with_defaults(params)
+    shape = {k: p[k] for k in ("ranks", "steps", "warmup_steps")}
+    return complete(
+        "openfoam",
+        {**shape, "cells_per_rank": cells_per_rank(p), "ensemble": 1, "write_interval": "none"},
+    )
+
+
+def application_step_time(job: Job) -> tuple[float, dict]:
+    """The application's time per step at the point's shape, without writes: the openfoam
+    workload run in a run folder of its own inside the job's, then removed; and its record.
+
+    As many iterations as the point has steps: simpleFoam's iterations get cheaper as the
+    flow settles, so a shorter run would ask the proxy for more than the run it stands for.
+    """
+    from . import openfoam
+
+    params = application_params(job.params)
+    with RunFolder(job.folder.path, "application") as folder:
+        found = openfoam.run(Job(spec={**job.spec, "params": params}, folder=folder))
+    values = {m["metric"]: m["value"] for m in found}
+    return values["time_per_step"], {"params": params, "metrics": values}
+
+
+def writer_config(params: dict, target: float | None = None) -> dict:
+    """What :mod:`tierbench.cfd_writer` needs, from the point's parameters (``target``: the
+    compute per step, when the point does not give it)."""
     p = with_defaults(params)
     return {
         "cells": cells_per_rank(p),
@@ -95,7 +146,8 @@ def writer_config(params: dict) -> dict:
         "file_handler": p["file_handler"],
         "write_format": p["write_format"],
         "purge_write": p["purge_write"],
-        "sweeps": p["sweeps"],
+        "compute_target": compute_target(p) if target is None else target,
+        "sweeps": None,  # found by the ranks for compute_target
         "warmup_steps": p["warmup_steps"],
         "fsync": bool(p["fsync"]),
         "file_set": p["file_set"],
@@ -283,6 +335,48 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
     job.extra["commands"] = [shlex.join(m["command"]) for m in members]
 
 
+def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
+    """The sweeps per step for ``config``'s target, found by one launch of a member's shape
+    before the members start. Side by side, each member would find what the node gives it
+    under the others' load, and would then compute less than one application run does."""
+    folder, control = job.folder.path, control_folder(job)
+    control.mkdir(parents=True, exist_ok=True)
+    out, log_path = control / "calibration.json", folder / "calibration.log"
+    local = not under_slurm()
+    env, _ = launch_env(launcher, local)
+    own_session = os.path.basename(shlex.split(launcher)[0]) in OPEN_MPI_LAUNCHERS
+    session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
+    if session:
+        env = {**env, **dict.fromkeys(SESSION_VARS, session)}
+    command = launch_command(launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), 0) + [
+        sys.executable, "-m", "tierbench.cfd_writer", "--calibrate",
+        "--case", str(folder / "calibration"),
+        "--config", json.dumps(config, sort_keys=True),
+        "--out", str(out),
+    ]  # fmt: skip
+    try:
+        with open(log_path, "wb") as log:
+            done = subprocess.run(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=START_TIMEOUT_S
+            )
+    except FileNotFoundError:
+        raise PointFailed(f"the mpi launcher {command[0]!r} is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise PointFailed(f"the calibration took longer than {START_TIMEOUT_S:.0f} s") from None
+    finally:
+        if session:
+            shutil.rmtree(session, ignore_errors=True)
+    output = log_path.read_text(errors="replace")
+    if done.returncode != 0 or not out.exists():
+        raise PointFailed(
+            f"the calibration launch exited with {done.returncode}: {_last_error(output)}"
+        )
+    found = json.loads(out.read_text())
+    out.unlink()
+    job.log(f"calibrated alone: {found['sweeps']} sweeps per step ({shlex.join(command)})")
+    return found
+
+
 def open_gate(job: Job, members: list[dict]) -> None:
     """Let every member start its measured steps once all of them are ready."""
     gate = control_folder(job) / "gate"
@@ -364,10 +458,14 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
 
     writes = results[0]["writes"]
     found = [
+        metric("compute_per_step", mean("compute_per_step"), "s"),
+        metric("sweeps_per_step", results[0]["sweeps"], "sweeps"),
         metric("time_per_step", mean("time_per_step"), "s"),
         metric("time_per_step_max_member", max(r["time_per_step"] for r in results), "s"),
         metric("run_time", mean("loop_time"), "s"),
     ]
+    if results[0].get("compute_target_per_step") is not None:
+        found.append(metric("compute_target_per_step", results[0]["compute_target_per_step"], "s"))
     if mean("time_per_step_nowrite") is not None:
         found.append(metric("time_per_step_nowrite", mean("time_per_step_nowrite"), "s"))
     if mean("write_cost") is not None:  # the members' mean, and its standard error
@@ -417,18 +515,31 @@ def run(job: Job) -> list[dict]:
         raise PointNotApplicable("cfd_proxy writes files; the void tier has no folder")
     p = with_defaults(job.params)
     launcher = job.spec.get("launcher") or DEFAULT_LAUNCHER
-    config = writer_config(p)
     job.folder.ensure_space(planned_bytes(p), job.max_bytes)
     # built here once (cached), so the ranks only load it
     job.extra["file_writer"] = native.status("foamio")
+    note = {"compute_per_cell_step": p["compute_per_cell_step"]}
+    target = compute_target(p)
+    traced = bool(job.spec.get("count_syscalls"))
+    if target is None and not traced:
+        job.log("timing the application at this shape, without writes, for the compute per step")
+        target, note["application"] = application_step_time(job)
+    config = writer_config(p, target)
+    if traced:  # its times are never used, and the sweeps make no system call
+        job.log("traced: the compute is not calibrated (a traced run's times are not used)")
+        config["sweeps"], note["calibrated"] = 0, False
     job.log(
         f"{p['ensemble']} x {p['ranks']} ranks, {config['cells']} cells per rank, "
         f"{p['steps']} steps, write interval {p['write_interval']}, {p['file_handler']}, "
         f"{p['write_format']}, file set {p['file_set']}: {bytes_per_write(p)} B per write; "
-        f"files made by {job.extra['file_writer']}"
+        f"files made by {job.extra['file_writer']}; compute per step "
+        + ("not calibrated" if traced else f"{target:.4g} s")
     )
     members: list[dict] = []
     try:
+        if p["ensemble"] > 1 and config["sweeps"] is None and target > 0:
+            note["calibration"] = calibrate_alone(job, launcher, config, p)
+            config["sweeps"] = note["calibration"]["sweeps"]
         start_members(job, launcher, config, p, members)
         open_gate(job, members)
         results = collect(job, members)
@@ -437,6 +548,8 @@ def run(job: Job) -> list[dict]:
         if control_folder(job) != job.folder.path:
             shutil.rmtree(control_folder(job), ignore_errors=True)
     check_counts(results, p)
+    note.setdefault("calibration", results[0]["calibration"])
+    job.extra["compute"] = {"target_per_step": target, **note}
     job.extra["members"] = results
     job.extra["cells_per_rank"] = config["cells"]
     metrics = ensemble_metrics(results, p)

@@ -27,6 +27,18 @@ the solvers do), ``increment`` (fsync every file written in an increment) or
 ``write`` calls, without a buffer of this process in between. The folder is
 deleted after the evaluation, also when the solve fails.
 
+How long an analysis computes is the application's time, not the proxy's:
+the bar's solve here takes milliseconds where ccx takes a large part of a
+second for the same model, and with that little compute the output would be
+most of an evaluation. ``compute_per_evaluation`` is the time an evaluation
+takes without field output (by default ccx's, measured on the machine the
+schema names; ``from_application``: ccx's at this model, timed in the job;
+0: the bar's solve alone). The job finds the units of extra work
+(:func:`busy`) that bring the proxy's own analysis without field output to
+that time (:func:`calibrate_compute`, by :func:`tierbench.compute.calibrate`)
+and every analysis does them, spread over its increments as a solver's
+compute is, with or without output.
+
 Evaluations of one generation run in parallel on ``cores`` worker processes,
 one evaluation per worker at a time. Times per evaluation: ``cpu_time`` is
 the worker's CPU time (on a RAM tier the output is all CPU work, and unlike
@@ -42,6 +54,7 @@ ccx's Fortran writes them; ccx's standard output is modelled by its size).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import shutil
@@ -53,7 +66,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PointNotApplicable, PointSkipped
+from .. import compute
+from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..files import APPEND, CREATE, write_all
 from ..matrix import complete, schema_defaults
 from ..records import metric
@@ -184,6 +198,8 @@ class Settings:
     noise: float
     oversubscribe: bool
     paired_baseline: bool = False
+    #: seconds of an evaluation without field output; None: the application's, timed in the job
+    compute: float | None = 0.0
 
 
 def settings(params: dict) -> Settings:
@@ -218,6 +234,7 @@ def settings(params: dict) -> Settings:
         noise=float(p["noise"]),
         oversubscribe=p["oversubscribe"],
         paired_baseline=p["paired_baseline"],
+        compute=compute.seconds(p["compute_per_evaluation"]),
     )
 
 
@@ -840,10 +857,11 @@ _WORKER: dict = {}
 
 
 def init_worker(
-    bar: fe_model.Bar, output: Output, target: np.ndarray, paired: bool = False
+    bar: fe_model.Bar, output: Output, target: np.ndarray, paired: bool = False, units: int = 0
 ) -> None:
     """Pool initializer: what every evaluation of a run shares, made once; with ``paired``,
-    the same for the baseline without field output (``paired_baseline``)."""
+    the same for the baseline without field output (``paired_baseline``); ``units`` of
+    :func:`busy` work every analysis does."""
     _WORKER.update(
         bar=bar,
         output=output,
@@ -851,6 +869,7 @@ def init_worker(
         deck_model=deck_model(bar, output.frd_every).encode(),
         layout=CalculixLayout.of(bar) if output.model == "calculix" else None,
         baseline=None,
+        units=units,
     )
     if paired:
         _WORKER["baseline"] = without_field_output(bar, output)
@@ -860,6 +879,32 @@ def without_field_output(bar: fe_model.Bar, output: Output) -> tuple[Output, byt
     """The output and the deck's model of the same analysis with no field output
     (``frd_every`` 0): what a paired baseline analyses."""
     return replace(output, frd_every=0), deck_model(bar, 0).encode()
+
+
+#: the extra compute's unit: solving a dense system of the size of a solid element's
+#: (24 degrees of freedom, as document 000's), some microseconds of CPU
+BUSY_SIZE = 24
+_BUSY = np.eye(BUSY_SIZE) * BUSY_SIZE + np.random.default_rng(0).random((BUSY_SIZE, BUSY_SIZE))
+
+
+def busy(units: int) -> None:
+    """``units`` units of compute (CPU only: no memory beyond a few kB, no system call)."""
+    rhs = np.ones(BUSY_SIZE)
+    for _ in range(units):
+        rhs = np.linalg.solve(_BUSY, rhs) * BUSY_SIZE
+
+
+class Computing:
+    """An analysis' increment callback with its extra compute, ``units`` spread evenly
+    over the increments before each increment's output."""
+
+    def __init__(self, on_increment, units: int, increments: int):
+        self.on_increment, self.units, self.increments = on_increment, units, increments
+
+    def __call__(self, inc: fe_model.Increment) -> None:
+        done = self.units * (inc.number - 1) // self.increments
+        busy(self.units * inc.number // self.increments - done)
+        self.on_increment(inc)
 
 
 def solver_output(disk: Disk, output: Output):
@@ -909,8 +954,11 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
         disk.create(deck, (deck_head(label, bar, material).encode(), model_text))
         solver = solver_output(disk, output)
         parsed = read_parameters(solver.start(deck).decode())
+        on_increment = solver
+        if _WORKER.get("units"):
+            on_increment = Computing(solver, _WORKER["units"], bar.increments)
         try:
-            solution = fe_model.solve(bar, parsed, solver)
+            solution = fe_model.solve(bar, parsed, on_increment)
         except fe_model.ConvergenceError as error:
             solver.finish(f" THE ANALYSIS HAS NOT BEEN COMPLETED: {error}")
             record["error"] = str(error)
@@ -957,11 +1005,83 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def optimise(config: Settings, root: Path, log=lambda message: None) -> dict:
-    """The whole GA with evaluations in ``root``; returns the timings and every evaluation."""
+def optimise(config: Settings, root: Path, log=lambda message: None, units: int = 0) -> dict:
+    """The whole GA with evaluations in ``root``, each analysis doing ``units`` of extra
+    compute; returns the timings and every evaluation."""
     target = target_curve(config.bar, config.noise, config.ga.seed)
-    worker = (init_worker, (config.bar, config.output, target, config.paired_baseline))
+    worker = (init_worker, (config.bar, config.output, target, config.paired_baseline, units))
     return ga.optimise_in_pool(BOUNDS, config.ga, config.cores, root, evaluate, worker, log=log)
+
+
+def calibrate_compute(config: Settings, root: Path, target: float) -> dict:
+    """The units of extra compute that make the proxy's analysis without field output take
+    ``target`` s of CPU here: analyses of the true material timed in ``root`` (each folder
+    removed), in this process, before the workers start. CPU time, not wall: the amount of
+    work must not depend on what else the machine ran while it was timed."""
+    curve = target_curve(config.bar, config.noise, config.ga.seed)
+    init_worker(config.bar, config.output, curve)
+    quiet, quiet_deck = without_field_output(config.bar, config.output)
+    count = itertools.count(1)
+
+    def timed(units: int) -> float:
+        _WORKER["units"] = units
+        label = f"calibration-{next(count):03d}"
+        record = analyse({"label": label, "parameters": {}, "folder": str(root / label)},
+                         quiet, quiet_deck)  # fmt: skip
+        if not record["ok"]:
+            raise PointFailed(f"the calibration's analysis failed: {record['error']}")
+        return record["cpu_time"]
+
+    units, samples = compute.calibrate(timed, target)
+    _WORKER.clear()
+    return {"target": target, "units": units, "samples": [list(s) for s in samples]}
+
+
+def compute_of(job: Job, config: Settings) -> dict:
+    """The point's compute per evaluation and the units of extra work that take it here.
+
+    A traced job (``count_syscalls``) does not calibrate: its times are never used, and
+    the calibration's analyses would add their calls, a varying number of them, to its
+    counts. The compute makes no system call, so the counts do not depend on it.
+    """
+    p = complete("fe_proxy", job.params)
+    target, note = config.compute, {"compute_per_evaluation": p["compute_per_evaluation"]}
+    if job.spec.get("count_syscalls"):
+        job.log("traced: the compute is not calibrated (a traced run's times are not used)")
+        return {**note, "target": target, "units": 0, "calibrated": False}
+    if target is None:
+        job.log("timing ccx at this model, without field output, for the compute per evaluation")
+        target, note["application"] = application_evaluation_time(p, job.folder.path)
+    note.update(calibrate_compute(config, job.folder.path, target))
+    job.log(
+        f"compute: {note['units']} units per analysis for {target:.4g} s per evaluation "
+        "without field output"
+    )
+    return note
+
+
+def application_evaluation_time(params: dict, root: Path, runs: int = 5) -> tuple[float, dict]:
+    """ccx's evaluation time at the point's model without field output: the median CPU time
+    (this process's and ccx's) of ``runs`` analyses of the true material after an untimed
+    one, by the calculix workload's own evaluation, in ``root``; and every run's times."""
+    from . import calculix
+
+    shape = {k: params[k] for k in ("elements", "increments", "max_strain")}
+    cx = calculix.settings({**shape, "cores": 1, "frd_every": 0})
+    calculix.init_worker(cx.model, np.ones(cx.model.increments), cx.solver_log)  # misfit unused
+    records = []
+    for i in range(runs + 1):
+        label = f"application-{i:03d}"
+        record = calculix.analyse(
+            {"label": label, "parameters": {}, "folder": str(root / label)}, cx.model
+        )
+        if not record["ok"]:
+            raise PointFailed(f"ccx without field output failed: {record['error']}")
+        records.append(record)
+    calculix._WORKER.clear()
+    timed = records[1:]
+    note = {k: [r[k] for r in timed] for k in ("cpu_time", "eval_time", "increments")}
+    return statistics.median(note["cpu_time"]), {"runs": runs, **note}
 
 
 def summary_metrics(outcome: dict) -> list[dict]:
@@ -1007,7 +1127,9 @@ def run_metrics(outcome: dict) -> list[dict]:
         increments = statistics.median(e["increments"] for e in ok)
         found.append(metric("solver_increments_median", increments, "increments"))
     paired = [e for e in ok if e.get("baseline")]
-    if paired:  # paired_baseline: the output's cost per increment, within the job
+    if paired:  # paired_baseline: the compute, and the output's cost per increment, in the job
+        eval_time = statistics.median(e["baseline"]["eval_time"] for e in paired)
+        found.append(metric("eval_time_baseline_median", eval_time, "s"))
         for name, key in (("output_cost_per_increment", "cpu_time"),
                           ("output_cost_per_increment_wall", "eval_time")):  # fmt: skip
             cost = statistics.median(
@@ -1069,6 +1191,8 @@ def run(job: Job) -> list[dict]:
             "set oversubscribe: true to run more workers than cores"
         )
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
+    note = compute_of(job, config)
+    job.extra["compute"] = note
     job.log(
         f"GA: population {config.ga.population}, {config.ga.generations} generations, "
         f"{config.cores} workers; FE: {config.bar.elements} elements, "
@@ -1076,7 +1200,7 @@ def run(job: Job) -> list[dict]:
         f"fsync={config.output.fsync}; "
         f"at most {evaluation_bytes(config.output, config.bar)} B per evaluation"
     )
-    outcome = optimise(config, job.folder.path, job.log)
+    outcome = optimise(config, job.folder.path, job.log, note["units"])
     written = per_evaluation(outcome["evaluations"])
     job.log(
         f"optimisation took {outcome['wall_time']:.2f} s; best misfit "
@@ -1091,7 +1215,11 @@ def run(job: Job) -> list[dict]:
     job.extra["evaluations"] = [
         {k: _json_value(v) for k, v in e.items()} for e in outcome["evaluations"]
     ]
-    return summary_metrics(outcome)
+    found = summary_metrics(outcome)
+    found.append(metric("compute_units_per_evaluation", note["units"], "units"))
+    if note["target"] is not None:
+        found.append(metric("compute_target_per_evaluation", note["target"], "s"))
+    return found
 
 
 WORKLOAD = Workload(
