@@ -30,6 +30,7 @@ def cfd_rows(
     seed: int = 0,
     syscalls: dict | None = None,
     cells: int = 1000,
+    base_time: float = BASE_TIME,
 ) -> list[dict]:
     """Tidy rows of one CFD experiment: write interval 1 and none, on shm and disk."""
     rng = np.random.default_rng(seed)
@@ -45,7 +46,7 @@ def cfd_rows(
             for rep in range(1, REPS + 1):
                 cost = REAL_COST[tier] * cost_factor if writes else 0.0
                 values = {
-                    "time_per_step": (BASE_TIME + cost) * (1 + noise * rng.standard_normal()),
+                    "time_per_step": (base_time + cost) * (1 + noise * rng.standard_normal()),
                     "files_created": files * RANKS * writes,
                     "dirs_created": 3 * RANKS * writes,
                     "bytes_written": REAL_BYTES * bytes_factor * writes,
@@ -127,6 +128,43 @@ def test_an_io_cost_twice_the_real_one_differs():
     entry = cfd_verdict(study(cost_factor=2.0))
     assert entry["verdict"] == fidelity.DIFFERS
     assert any(r.startswith("I/O cost per write on disk") for r in entry["reasons"])
+
+
+def test_a_proxy_computing_a_tenth_of_the_application_differs():
+    """The issue's proxy: the same files, bytes and cost per write, but a step without
+    writes a tenth of simpleFoam's, so a write is a far larger share of its step."""
+    entry = cfd_verdict(study(cost_factor=1.03, bytes_factor=0.97, base_time=BASE_TIME / 10))
+    assert entry["verdict"] == fidelity.DIFFERS
+    compute = [r for r in entry["rows"] if r["quantity"] == "time per step without writes"]
+    assert {r["tier"] for r in compute} == set(TIERS)
+    for line in compute:
+        assert line["decision"] == fidelity.DIFFERS
+        assert line["ratio"] == pytest.approx(0.1, rel=0.02)
+        assert line["real"] == pytest.approx(BASE_TIME, rel=0.01)
+    assert any(r.startswith("time per step without writes on disk") for r in entry["reasons"])
+    # what it does to the tier ratio: the proxy sees the tier far more than simpleFoam
+    (ratio,) = [r for r in entry["rows"] if r["section"] == "tier ratio"]
+    assert ratio["proxy"] > 1.5 * ratio["real"]
+
+
+def test_the_compute_is_judged_once_per_tier_and_baseline():
+    entry = cfd_verdict(study(cost_factor=1.03, bytes_factor=0.97))
+    compute = [r for r in entry["rows"] if r["section"] == "compute"]
+    assert len(compute) == len(TIERS) and {r["decision"] for r in compute} == {"agrees"}
+    assert all("write_interval=none / " in r["note"] for r in compute)
+
+
+def test_without_baselines_the_compute_is_the_steps_without_a_write():
+    """Write interval 2 and no baseline point: the steps that do not write, in each run."""
+    frame = study(cost_factor=1.03, bytes_factor=0.97, base_time=BASE_TIME / 10)
+    frame = frame[frame["write_interval"].astype(str) != "none"].copy()
+    quiet = frame[frame["metric"] == "time_per_step"].copy()
+    quiet["metric"] = "time_per_step_nowrite"
+    quiet["value"] = np.where(quiet["workload"] == "cfd_proxy", BASE_TIME / 10, BASE_TIME)
+    entry = cfd_verdict(pd.concat([frame, quiet]))
+    compute = [r for r in entry["rows"] if r["section"] == "compute"]
+    assert compute and {r["decision"] for r in compute} == {fidelity.DIFFERS}
+    assert all("(time_per_step_nowrite)" in r["note"] for r in compute)
 
 
 def test_the_tier_ratio_of_each_is_set_side_by_side():
@@ -289,12 +327,33 @@ def test_a_cost_measured_within_each_job_is_preferred(proxy_cost, decision):
         for r in [r for r in found if r["metric"] == "wall_time"]:
             value = cost + noise * r["repetition"]
             found.append({**r, "metric": "output_cost_per_increment", "value": value})
+            found.append({**r, "metric": "eval_time_baseline_median", "value": 0.2})
         rows += found
     (entry,) = fidelity.fidelity(pd.DataFrame(rows))["proxies"]
     (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per increment"]
     assert cost["note"] == "within each run (output_cost_per_increment)"
     assert cost["ratio"] == pytest.approx(proxy_cost / 0.000200, rel=0.02)
     assert cost["decision"] == decision
+    # the compute, from each evaluation's paired analysis without field output
+    (compute,) = [r for r in entry["rows"] if r["section"] == "compute"]
+    assert compute["decision"] == "agrees" and "(eval_time_baseline_median)" in compute["note"]
+    assert entry["verdict"] == (fidelity.FAITHFUL if decision == "agrees" else fidelity.DIFFERS)
+
+
+@pytest.mark.parametrize(("proxy_time", "decision"), [(0.2, "agrees"), (0.015, "differs")])
+def test_fe_compute_is_the_evaluation_without_field_output(proxy_time, decision):
+    """The bar's solve alone takes milliseconds where ccx takes 0.2 s."""
+    real = fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0}, increments=40)
+    proxy = fe_rows("fe_proxy", "proxy", 8, 0.05, {"frd_every": 0}, increments=40)
+    for r in proxy:
+        if r["metric"] == "eval_time_median":
+            r["value"] += proxy_time - 0.2
+    (entry,) = fidelity.fidelity(pd.DataFrame(real + proxy))["proxies"]
+    (line,) = [r for r in entry["rows"] if r["section"] == "compute"]
+    assert line["quantity"] == "evaluation time without field output"
+    assert line["ratio"] == pytest.approx(proxy_time / 0.2, rel=0.03)
+    assert line["decision"] == decision
+    assert entry["verdict"] == (fidelity.FAITHFUL if decision == "agrees" else fidelity.DIFFERS)
 
 
 def test_fe_io_cost_without_increments_is_undecided():

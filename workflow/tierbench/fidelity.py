@@ -9,6 +9,11 @@ parameters of :data:`PAIRS`), side by side:
 - the mix of file-system calls per write, from an experiment with
   ``count_syscalls: true`` (strace): (calls of the point - calls of its
   no-write baseline) / writes; for FE, per increment;
+- the compute: the time per step without writes (the no-write baseline's,
+  else the steps without a write of the writing run); for FE, the evaluation
+  time without field output. It sets what share of a step a write is, and so
+  the tier ratio: to a proxy that computes a tenth of what the application
+  does, a write is a far larger part of its step;
 - the I/O cost per write: time per step with writes minus without (from
   untraced experiments; a traced run's times mean nothing), times the steps
   between writes; for FE, the evaluation time with field output minus without
@@ -19,10 +24,11 @@ parameters of :data:`PAIRS`), side by side:
 
 The verdict: *faithful* when files and folders per write match and the 95%
 bootstrap interval (:mod:`tierbench.intervals`) of the proxy/real ratio of
-bytes per write and of the I/O cost per write lies within [0.9, 1.1] at every
-compared point; *differs* when a count differs or an interval lies wholly
-outside the band; *within noise* otherwise (an interval straddles a band
-edge, or a quantity could not be measured), with what was undecided.
+bytes per write, of the compute and of the I/O cost per write lies within
+[0.9, 1.1] at every compared point; *differs* when a count differs or an
+interval lies wholly outside the band; *within noise* otherwise (an interval
+straddles a band edge, or a quantity could not be measured), with what was
+undecided.
 
     python -m tierbench.fidelity --results results.csv --summary summary.csv \
         --out fidelity.json [--traced rep1.json ...]
@@ -88,6 +94,10 @@ class Pair:
     #: that write against those that do not), FE's ``output_cost_per_increment`` (each
     #: evaluation against the same analysis without field output, ``paired_baseline``)
     cost_metric: str | None = None
+    #: the compute: what it is called, its metric on a no-output baseline point and the same
+    #: time measured within an output run (CFD: its steps without a write; FE: each
+    #: evaluation's paired analysis without field output)
+    compute: tuple[str, str, str] = ("", "", "")
 
     @property
     def write_unit(self) -> str:
@@ -111,6 +121,7 @@ PAIRS = (
         dirs="dirs_created",
         imitates={"file_set": "v1912"},
         cost_metric="write_cost",
+        compute=("time per step without writes", "time_per_step", "time_per_step_nowrite"),
     ),
     Pair(
         proxy="fe_proxy",
@@ -129,6 +140,10 @@ PAIRS = (
         imitates={"output_model": "calculix"},
         increments="solver_increments_median",
         cost_metric="output_cost_per_increment",
+        compute=(
+            "evaluation time without field output", "eval_time_median",
+            "eval_time_baseline_median",
+        ),
     ),
 )  # fmt: skip
 
@@ -531,6 +546,9 @@ class Report:
     decided: int = 0
     #: I/O cost comparisons made (points with a baseline of both)
     costs: int = 0
+    #: compute comparisons made, and the (tier, points) each was of, not to repeat one
+    computes: int = 0
+    compared: set = field(default_factory=set)
     #: shape parameters that differ between the compared points (named in the reasons)
     varying: tuple[str, ...] = ()
 
@@ -613,6 +631,49 @@ def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
     return intervals.Sample(
         tuple(v * factor for v in found.values), found.repetitions, found.started
     )
+
+
+def compute_samples(
+    point: Point, base: Point | None, pair: Pair
+) -> tuple[intervals.Sample | None, str]:
+    """A point's compute time: its no-output baseline point's, else its own within-run one."""
+    _, on_baseline, within = pair.compute
+    found = base.sample(on_baseline) if base is not None else None
+    if found is not None:
+        return found, f"{base.experiment}/{base.name}"
+    found = point.sample(within)
+    return found, f"{point.experiment}/{point.name} ({within})"
+
+
+def compute_rows(report: Report, m: Match) -> None:
+    """The compute of proxy and application side by side: the time without output."""
+    pair = report.pair
+    quantity = pair.compute[0]
+    where = report.where(m)
+    (p, p_from), (r, r_from) = (
+        compute_samples(m.proxy, m.proxy_base, pair),
+        compute_samples(m.real, m.real_base, pair),
+    )
+    if p is None or r is None:
+        missing = pair.proxy if p is None else pair.real
+        report.rows.append(
+            row("compute", quantity, m, report.keys, None, None, "s",
+                note=f"{missing} measured no time without output here")
+        )  # fmt: skip
+        return
+    key = (m.tier, p_from, r_from)
+    if key in report.compared:  # another write interval with the same baselines
+        return
+    report.compared.add(key)
+    interval = intervals.ratio(p, r)
+    report.computes += 1
+    decision = decide(interval)
+    _judge(report, f"{quantity} {where}", interval, decision)
+    note = "sets the share of a step a write is, and so the tier ratio"
+    report.rows.append(
+        row("compute", quantity, m, report.keys, p.median, r.median, "s", interval, decision,
+            note=f"{note}; {p_from} / {r_from}")
+    )  # fmt: skip
 
 
 def cost_rows(report: Report, m: Match) -> None:
@@ -798,14 +859,19 @@ def verdict(report: Report) -> tuple[str, list[str]]:
             f"I/O cost per {cost_unit}: no compared point has a no-output baseline of both "
             f"{pair.proxy} and {pair.real} ({_baseline_text(pair)})"
         )
+    if report.computes == 0:
+        report.undecided.append(
+            f"{pair.compute[0]}: measured by neither a no-output baseline point nor within "
+            f"an output run of both {pair.proxy} and {pair.real}"
+        )
     if report.decided == 0:
         return WITHIN_NOISE, report.undecided or [f"nothing of {pair.proxy} could be compared"]
     if report.undecided:
         return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {cost_unit} agree within {BAND[0]}-{BAND[1]} (95% intervals) at every "
-        "compared point"
+        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND[0]}-{BAND[1]} "
+        "(95% intervals) at every compared point"
     ]
 
 
@@ -820,6 +886,7 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
     report.varying = tuple(k for k in keys if len({m.proxy.param(k) for m in timed + traced}) > 1)
     for m in timed:
         output_rows(report, m)
+        compute_rows(report, m)
         cost_rows(report, m)
     counting = syscall_rows(report, traced, not_counted)
     tier_rows(report, timed)
@@ -878,8 +945,9 @@ def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
         "band": list(BAND),
         "level": intervals.LEVEL,
         "verdicts": {
-            FAITHFUL: "files and folders per write match; bytes and I/O cost per write agree "
-            "within 10% (the 95% interval of proxy / real lies within 0.9-1.1)",
+            FAITHFUL: "files and folders per write match; bytes and I/O cost per write and the "
+            "compute (time without writes) agree within 10% (the 95% interval of proxy / real "
+            "lies within 0.9-1.1)",
             DIFFERS: "a count differs, or an interval lies wholly outside 0.9-1.1",
             WITHIN_NOISE: "an interval straddles the band or a quantity was not measured: "
             "the data cannot decide",
