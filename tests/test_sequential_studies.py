@@ -5,6 +5,7 @@ what was run, what was recorded and what the figures say, never a speed.
 """
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -67,7 +68,8 @@ def check_stream(results):
         rate = runs[f"{kernel}_bytes"] / runs[f"{kernel}_min_time"] / 1e6
         assert (rate / runs[f"{kernel}_bandwidth"]).between(0.99, 1.01).all(), kernel
     assert (runs["array_bytes"] >= 4 * runs["llc_total_bytes"]).all()
-    assert (runs["threads"] == 2).all()
+    # the studies ask for 2 threads; a job allowed fewer CPUs runs that many (stream.py)
+    assert (runs["threads"] == min(2, len(os.sched_getaffinity(0)))).all()
 
 
 def test_tmpfs_advent_smoke(tmp_path):

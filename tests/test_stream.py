@@ -290,3 +290,14 @@ def test_memory_room_is_the_smallest_limit(tmp_path):
 def test_the_job_asks_slurm_for_its_arrays(monkeypatch):
     monkeypatch.setattr(stream, "last_level_cache", lambda: (LARGE_LLC, LARGE_LLC))
     assert stream.mem_mb({"threads": 2}) == pytest.approx(3 * 4 * LARGE_LLC / 0.8 / 1e6)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_threads_are_capped_at_the_cpus_the_job_may_use(monkeypatch):
+    """Two threads on one usable CPU would time the scheduler: one runs, and it says so."""
+    monkeypatch.setattr(stream, "last_level_cache", lambda: (256 * 1024, 256 * 1024))
+    monkeypatch.setattr(stream.os, "sched_getaffinity", lambda pid: {0})
+    record = run_job(void_spec(), stream.run)
+    metrics = {m["metric"]: m for m in record["metrics"]}
+    assert metrics["threads"]["value"] == 1, record["metrics"]
+    assert record["extra"]["threads_capped"] == "2 threads asked, 1 CPU(s) usable by this job"

@@ -2,7 +2,9 @@
 
 ``csrc/stream.c`` (STREAM 5.10's kernels with the array size given at run
 time) is compiled with ``gcc -O3 -fopenmp`` into a scratch folder of the job
-(never into the repository) and run with ``OMP_NUM_THREADS`` from the config.
+(never into the repository) and run with ``OMP_NUM_THREADS`` from the config,
+at most the CPUs the job may use (its affinity: taskset, a cgroup cpuset, a
+Slurm allocation): more threads than CPUs would time the scheduler, not memory.
 Each array holds at least ``llc_factor`` (4, STREAM's rule) times the sum of
 the machine's last-level caches, so the kernels stream from memory, not
 cache, whatever that cache is (tens of MiB on a laptop, over 1 GiB on some
@@ -56,6 +58,11 @@ def kernel_bytes(kernel: str, elements: int) -> int:
 
 def threads(params: dict) -> int:
     return int(params.get("threads", 1))
+
+
+def usable_threads(params: dict) -> int:
+    """The point's threads, at most the CPUs this process may run on."""
+    return min(threads(params), len(os.sched_getaffinity(0)))
 
 
 def planned_bytes(params: dict) -> int:
@@ -297,7 +304,13 @@ def run(job: Job) -> list[dict]:
     check_room(elements, sizing(params, llc_total), memory_room())
     job.extra.update(llc_bytes=llc_one, llc_total_bytes=llc_total, elements=elements)
     cflags = CFLAGS + shlex.split(params.get("cflags", ""))
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads(params))}
+    running = usable_threads(params)
+    if running < threads(params):
+        job.extra["threads_capped"] = (
+            f"{threads(params)} threads asked, {running} CPU(s) usable by this job"
+        )
+        job.log(f"STREAM runs {running} thread(s): {job.extra['threads_capped']}")
+    env = {**os.environ, "OMP_NUM_THREADS": str(running)}
     with tempfile.TemporaryDirectory(prefix="tierbench-stream-") as scratch:
         binary = compile_stream(Path(scratch), job, cflags)
         command = [str(binary), str(elements), str(int(params.get("ntimes", 10)))]
