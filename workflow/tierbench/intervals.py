@@ -132,6 +132,21 @@ def _apply(medians: np.ndarray, powers: np.ndarray) -> np.ndarray:
     return numerator / np.prod(medians[:, down] ** -powers[down], axis=1)
 
 
+def _resampled_medians(
+    samples: list[Sample], groups: list[list[int]], seed: int, resamples: int
+) -> np.ndarray:
+    """Bootstrap medians, a row per resample and a column per sample; the samples of a
+    group (paired: they ran back to back) are resampled with the same picks."""
+    rng = np.random.default_rng(seed)
+    resampled = np.empty((resamples, len(samples)))
+    for group in groups:
+        size = samples[group[0]].n
+        picks = rng.integers(0, size, size=(resamples, size))
+        for i in group:
+            resampled[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    return resampled
+
+
 def product(
     terms: list[tuple[Sample, int]],
     *,
@@ -154,14 +169,8 @@ def product(
         return Interval(
             estimate, None, None, n, reason="needs at least 2 repetitions of each point"
         )
-    rng = np.random.default_rng(seed)
-    resampled = np.empty((resamples, len(samples)))
     groups = _groups(samples)
-    for group in groups:
-        size = samples[group[0]].n
-        picks = rng.integers(0, size, size=(resamples, size))
-        for i in group:
-            resampled[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    resampled = _resampled_medians(samples, groups, seed, resamples)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = _apply(resampled, powers)
     if not np.all(np.isfinite(ratios)):
@@ -208,14 +217,8 @@ def of_medians(
         return Interval(
             estimate, None, None, n, reason="needs at least 2 repetitions of each point"
         )
-    rng = np.random.default_rng(seed)
-    resampled = np.empty((resamples, len(samples)))
     groups = _groups(samples)
-    for group in groups:
-        size = samples[group[0]].n
-        picks = rng.integers(0, size, size=(resamples, size))
-        for i in group:
-            resampled[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    resampled = _resampled_medians(samples, groups, seed, resamples)
     values = np.asarray(function(resampled), dtype=float)
     tail = (1 - level) / 2 * 100
     # linear between resamples as product's; the nearest resample where some are inf
