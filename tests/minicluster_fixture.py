@@ -25,13 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_cluster import install
 from tierbench import minicluster
 from tierbench.minicluster import (
     MiniCluster,
     MiniClusterError,
     alive,
     exclusive,
+    install,
     install_command,
     missing_packages,
     state_path,

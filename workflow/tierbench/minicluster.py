@@ -288,6 +288,17 @@ def install_command(packages: list[str]) -> str:
     )
 
 
+def install(packages: list[str]) -> None:
+    """apt-get install (as root); MiniClusterError with apt's last line on failure."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    run(["apt-get", "update", "-qq"], timeout=900, env=env)
+    run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        timeout=900,
+        env=env,
+    )
+
+
 def preflight(prefix: str = PREFIX) -> None:
     """Everything ``up`` needs, checked before it changes anything; one line names what lacks."""
     missing = missing_packages()

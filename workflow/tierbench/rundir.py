@@ -112,7 +112,7 @@ def stale_folders(tier_path: str | os.PathLike) -> list[Path]:
             marker = json.loads((folder / MARKER).read_text())
         except (OSError, ValueError):
             continue
-        if marker.get("host") == socket.gethostname() and not _alive(int(marker.get("pid", -1))):
+        if marker.get("host") == socket.gethostname() and not pid_alive(int(marker.get("pid", -1))):
             stale.append(folder)
     return stale
 
@@ -122,7 +122,8 @@ def sweep_stale(tier_path: str | os.PathLike) -> list[Path]:
     return [folder for folder in stale_folders(tier_path) if remove_run_folder(folder)]
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Does a process of this id run on this host?"""
     if pid <= 0:
         return False
     try:

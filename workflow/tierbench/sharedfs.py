@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .mounts import mounts
 from .probe import mount_of
+from .rundir import pid_alive
 
 LOCAL, NETWORK, UNTRUSTED = "local", "network", "untrusted"
 
@@ -87,14 +88,6 @@ def journal_mode(fs_type: str) -> str:
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -205,7 +198,7 @@ class HostLock:
                 f"it has no owner file and is {age:.0f} s old" if age > OWNERLESS_STALE_S else None
             )
         pid = int(owner.get("pid") or 0)
-        if owner.get("host") == socket.gethostname() and pid > 0 and not _alive(pid):
+        if owner.get("host") == socket.gethostname() and pid > 0 and not pid_alive(pid):
             return f"process {pid} on {owner.get('host')} is gone"
         age = time.time() - float(owner.get("since") or 0)
         return (
