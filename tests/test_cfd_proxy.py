@@ -907,3 +907,31 @@ def test_from_application_times_simplefoam_and_computes_that(solver, tmp_path): 
     assert metrics["compute_target_per_step"]["value"] == target > 0
     assert 0.5 < metrics["compute_per_step"]["value"] / target < 2
     assert list(tier.iterdir()) == []
+
+
+def test_points_of_a_study_on_a_node_share_one_calibration(tmp_path, monkeypatch):
+    """A point that writes and one that does not must do the same compute per step: the
+    first point of a shape calibrates, the study's later points on the node reuse it."""
+    calls = []
+
+    def calibrate(job, launcher, config, p):
+        calls.append(config["cells"])
+        return {"sweeps": 7 + len(calls), "samples": []}
+
+    monkeypatch.setattr(cfd_proxy, "calibrate_alone", calibrate)
+    params = cfd_proxy.with_defaults({**PARAMS, "compute_per_cell_step": 1e-6})
+
+    def job(study_dir):
+        return Job(spec={"params": params, "study_dir": study_dir}, folder=None)
+
+    config = cfd_proxy.writer_config(params)
+    first = cfd_proxy.calibration_for(job(str(tmp_path)), "mpiexec", config, params)
+    again = cfd_proxy.calibration_for(job(str(tmp_path)), "mpiexec", config, params)
+    assert first["sweeps"] == again["sweeps"] == 8 and again["reused"] and len(calls) == 1
+    other = cfd_proxy.writer_config({**params, "cells_per_rank": 3000})
+    assert cfd_proxy.calibration_for(job(str(tmp_path)), "mpiexec", other, params)["sweeps"] == 9
+    # another study (or no pipeline at all) calibrates afresh
+    assert (
+        cfd_proxy.calibration_for(job(str(tmp_path / "b")), "mpiexec", config, params)["sweeps"]
+        == 10
+    )

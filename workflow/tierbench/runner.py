@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     # beside the record, so on the file system the cluster's nodes share for the workflow
     spec["control_dir"] = str(out.with_name(f".{out.stem}.control"))
+    if args.plan:
+        # the study's results folder: what its points share on a node (a proxy's calibration)
+        spec["study_dir"] = str(Path(args.plan).parent)
     record = run_job(spec, get(spec["workload"]).run)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

@@ -39,6 +39,7 @@ import math
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -335,6 +336,61 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
     job.extra["commands"] = [shlex.join(m["command"]) for m in members]
 
 
+def calibration_file(job: Job) -> Path | None:
+    """Where a study's calibrations on this node are kept: one file per host in the study's
+    results folder (so nodes never write the same file), or None outside a pipeline run."""
+    study = job.spec.get("study_dir")
+    return Path(study) / "calibration" / f"{socket.gethostname()}.json" if study else None
+
+
+def calibration_key(config: dict, p: dict) -> str:
+    """What a sweep count holds for: the ranks of one member, its cells, its target."""
+    return f"{p['ranks']}x{config['cells']}@{config['compute_target']:.6g}"
+
+
+def known_calibration(job: Job, config: dict, p: dict) -> dict | None:
+    """This study's calibration of the shape on this node, if a point found it already."""
+    path = calibration_file(job)
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text()).get(calibration_key(config, p))
+    except (OSError, ValueError):
+        return None
+
+
+def keep_calibration(job: Job, config: dict, p: dict, found: dict) -> None:
+    """Record a calibration for the study's later points of the shape on this node."""
+    path = calibration_file(job)
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        known = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        known = {}
+    known[calibration_key(config, p)] = found
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def calibration_for(job: Job, launcher: str, config: dict, p: dict) -> dict:
+    """The sweeps per step of the point's target: the study's on this node, else found now.
+
+    Every point of a study on one node does the same work per step, so the
+    difference between a point that writes and one that does not is the
+    writes, not two calibrations' noise; the first point of a shape finds it.
+    """
+    known = known_calibration(job, config, p)
+    if known is not None:
+        job.log(f"calibrated earlier in this study on this node: {known['sweeps']} sweeps per step")
+        return {**known, "reused": True}
+    found = calibrate_alone(job, launcher, config, p)
+    keep_calibration(job, config, p, found)
+    return found
+
+
 def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     """The sweeps per step for ``config``'s target, found by one launch of a member's shape
     before the members start. Side by side, each member would find what the node gives it
@@ -537,8 +593,9 @@ def run(job: Job) -> list[dict]:
     )
     members: list[dict] = []
     try:
-        if p["ensemble"] > 1 and config["sweeps"] is None and target > 0:
-            note["calibration"] = calibrate_alone(job, launcher, config, p)
+        shared_calibration = p["ensemble"] > 1 or job.spec.get("study_dir")
+        if config["sweeps"] is None and target > 0 and shared_calibration:
+            note["calibration"] = calibration_for(job, launcher, config, p)
             config["sweeps"] = note["calibration"]["sweeps"]
         start_members(job, launcher, config, p, members)
         open_gate(job, members)
