@@ -22,7 +22,10 @@ pipeline:
   points with the reason in their log and in the report while the rest
   completes;
 - document 001's study (cfd_dcpmm) at its smoke size: the proxy and
-  simpleFoam on both tiers, results gathered on the submit host.
+  simpleFoam on both tiers, results gathered on the submit host;
+- the results database on the shared volume, appended to from both nodes at
+  once (in this module, so no second cluster waits for the machine's lock);
+- last, a run killed mid-way and the cluster brought down: nothing is left.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -41,6 +45,7 @@ import pytest
 import yaml
 from conftest import REPO
 from minicluster_fixture import leftovers, require_minicluster, running_minicluster, snapshot
+from test_resultsdb import sweep, write_study
 from tierbench.minicluster import MiniCluster
 from tierbench.report import id_ranges
 
@@ -325,6 +330,91 @@ def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
         assert verdict["status"] != "inconclusive", verdict
         assert "shared/local" in verdict["text"], verdict["text"]
     print(f"cfd_dcpmm smoke on two Slurm nodes: {len(results)} rows in {elapsed:.0f} s")
+
+
+#: the database test: appends per node, and seconds for srun and the imports
+RUNS_PER_NODE = 20
+#: seconds for srun and the imports, so both writers start appending together
+START_DELAY_S = 15
+WRITER = """
+import json, sys, time
+from tierbench import resultsdb
+jobs = json.load(open(sys.argv[1]))
+while time.time() < jobs["start"]:
+    time.sleep(0.01)
+recorded = []
+for job in jobs["runs"]:
+    try:
+        run = resultsdb.append(jobs["db"], **job, scale="smoke", executor="slurm")
+    except resultsdb.ResultsError as error:
+        print(f"tierbench: {error}", file=sys.stderr)
+        break
+    recorded.append(run["run_id"])
+print(json.dumps(recorded))
+"""
+
+
+def write_jobs(folder, node, db, start):
+    """A node's studies as the pipeline leaves them, and the file its writer reads."""
+    runs = []
+    for i in range(RUNS_PER_NODE):
+        study_dir, paths = write_study(folder, node, f"study{i}", sweep(blocks=("4k",)))
+        runs.append(
+            {
+                "machine": node,
+                "study": study_dir.name,
+                "raw": paths,
+                "results": str(study_dir / "results.csv"),
+                "summary": str(study_dir / "summary.csv"),
+                "provenance": str(study_dir / "provenance" / "tiers.json"),
+                "nodes": str(study_dir / "provenance" / "nodes.json"),
+            }
+        )
+    jobs = folder / f"{node}.json"
+    jobs.write_text(json.dumps({"db": str(db), "start": start, "runs": runs}))
+    return jobs
+
+
+def test_two_nodes_appending_to_one_database_lose_no_run(slurm: MiniCluster, tmp_path):
+    """The results database on the GlusterFS volume, written from both nodes at once: there
+    SQLite's WAL lost one node's commits without an error (resultsdb and sharedfs use a
+    rollback journal and a lock folder on such a volume). Each node appends 20 runs at the
+    same moment: every run a writer recorded is present, or the writer said why in one line."""
+    db = slurm.shared / f"results-{os.getpid()}" / "tierbench.sqlite"
+    start = time.time() + START_DELAY_S
+    nodes = slurm.nodes[:2]
+    jobs = {node: write_jobs(tmp_path / "studies", node, db, start) for node in nodes}
+    env = {**os.environ, **slurm.env, "PYTHONPATH": str(REPO / "workflow")}
+    writers = {
+        node: subprocess.Popen(
+            ["srun", "-w", node, sys.executable, "-c", WRITER, str(jobs[node])],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node in nodes
+    }
+    said = {node: writer.communicate(timeout=600) for node, writer in writers.items()}
+    recorded = {}
+    for node, (out, err) in said.items():
+        assert writers[node].returncode == 0, f"{node}: {err}"
+        recorded[node] = json.loads(out.strip().splitlines()[-1])
+        errors = [line for line in err.splitlines() if line.startswith("tierbench: ")]
+        if len(recorded[node]) < RUNS_PER_NODE:  # it stopped: said why, in one line
+            assert len(errors) == 1 and "database:" in errors[0], f"{node}: {err}"
+    conn = sqlite3.connect(db)
+    try:
+        present = {row[0] for row in conn.execute("SELECT run_id FROM runs")}
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    for node in nodes:
+        assert set(recorded[node]) <= present, f"{node}: a recorded run is missing"
+    assert len(present) == sum(len(runs) for runs in recorded.values())
+    print({node: len(runs) for node, runs in recorded.items()}, "runs recorded")
+    assert sorted(p.name for p in db.parent.iterdir()) == ["tierbench.sqlite"]  # no lock left
 
 
 def test_a_run_killed_mid_way_and_the_cluster_down_leave_nothing(pipeline, slurm: MiniCluster):
