@@ -17,8 +17,8 @@ from snakemake.exceptions import WorkflowError
 
 # Snakemake starts a local `run:` job (the plan rule) through a shell with the
 # path of the Python running it unquoted (snakemake/snakemake#3211): from a
-# clone in "/tmp/x y" every run stopped at its first job with only
-# "/bin/sh: 1: /tmp/x: not found".
+# clone in a folder whose path has a space, every run stopped at its first job
+# with only "sh: 1: <the path up to the space>: not found".
 if shlex.quote(sys.executable) != sys.executable:
     raise WorkflowError(
         f"Snakemake cannot run this pipeline with the Python at {sys.executable!r}: it "
