@@ -35,6 +35,7 @@ import pandas as pd
 
 from . import intervals
 from .intervals import Interval, Sample
+from .verdicts import matches
 
 PAYS, NEVER_PAYS, UNDECIDED = "pays", "never_pays", "undecided"
 #: the document's staging: its table, the nodes it copied to and its tier per time per step
@@ -121,15 +122,6 @@ def break_even(stage: Sample, shared: Sample, local: Sample, **options) -> Break
 # --- the study's points ------------------------------------------------------------------
 
 
-def _same(column: pd.Series, wanted) -> pd.Series:
-    """Equality that treats 1, 1.0 and "1" alike (CSV columns mix ints, floats and text)."""
-    try:
-        target = float(wanted)
-    except (TypeError, ValueError):
-        return column.astype(str) == str(wanted)
-    return pd.to_numeric(column, errors="coerce") == target
-
-
 def step_rows(ok: pd.DataFrame, stage_row: pd.Series, traced: set[str]) -> pd.DataFrame:
     """time_per_step rows of the case's workload in the stage point's shape, at write
     interval 1, ensemble 1, uncollated and not traced; empty when there are none."""
@@ -145,7 +137,7 @@ def step_rows(ok: pd.DataFrame, stage_row: pd.Series, traced: set[str]) -> pd.Da
     for key, value in wanted.items():
         if key not in rows.columns:
             return rows.iloc[0:0]
-        rows = rows[_same(rows[key], value)]
+        rows = rows[matches(rows[key], value)]
     # one experiment's points: the first by name when several have this shape
     first = sorted(rows["experiment"].unique())[:1]
     return rows[rows["experiment"].isin(first)]

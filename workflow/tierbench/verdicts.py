@@ -189,7 +189,7 @@ def _ok(summary: pd.DataFrame) -> pd.DataFrame:
     return summary[summary["status"] == "ok"]
 
 
-def _matches(column: pd.Series, wanted) -> pd.Series:
+def matches(column: pd.Series, wanted) -> pd.Series:
     """Equality that treats 1, 1.0 and "1" alike (CSV columns mix ints, floats and text)."""
     try:
         target = float(wanted)
@@ -204,7 +204,7 @@ def _row(frame: pd.DataFrame, **where) -> pd.Series | None:
         return None
     mask = np.ones(len(frame), dtype=bool)
     for key, wanted in where.items():
-        mask &= _matches(frame[key], wanted).to_numpy()
+        mask &= matches(frame[key], wanted).to_numpy()
     return frame.iloc[int(np.flatnonzero(mask)[0])] if mask.sum() == 1 else None
 
 
@@ -233,7 +233,7 @@ def show(interval: Interval) -> str:
 def _published(ref: pd.DataFrame, **where) -> float:
     rows = ref
     for key, wanted in where.items():
-        rows = rows[_matches(rows[key], wanted)]
+        rows = rows[matches(rows[key], wanted)]
     if len(rows) != 1:
         raise KeyError(f"reference has {len(rows)} rows for {where}")
     return float(rows["canonical_value"].iloc[0])
