@@ -48,6 +48,15 @@ def in_slurm_job() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
 
 
+def in_job_step() -> bool:
+    """Is this process inside a Slurm job step (srun's), not the job's batch script?
+
+    A step holds the job's CPUs: an srun started inside it needs ``--overlap``,
+    or its new step waits for them forever.
+    """
+    return os.environ.get("SLURM_STEP_ID", "batch") not in ("batch", "extern", "")
+
+
 def mpi_launcher(executor: str | None, hardware: dict) -> str:
     """The command before ``-n <ranks> program``: the hardware file's, else by where it runs.
 

@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 from .. import compute, foam, native
+from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
 from ..matrix import complete, schema_defaults
 from ..records import metric
@@ -253,11 +254,6 @@ def launch_command(
     if tool == "srun" and in_job_step():
         argv += ["--overlap"]
     return argv
-
-
-def in_job_step() -> bool:
-    """Is this process inside a Slurm job step (srun's), not the job's batch script?"""
-    return os.environ.get("SLURM_STEP_ID", "batch") not in ("batch", "extern", "")
 
 
 def control_folder(job: Job) -> Path:

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import foam, rundir
+from ..cluster import in_job_step, in_slurm_job
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..matrix import schema_defaults
 from ..records import metric, utc_now
@@ -98,15 +99,6 @@ SLURM_IDENTITY = (
 
 def with_defaults(params: dict) -> dict:
     return {**DEFAULTS, **params}
-
-
-def under_slurm() -> bool:
-    return bool(os.environ.get("SLURM_JOB_ID"))
-
-
-def in_job_step() -> bool:
-    """Is this process inside a Slurm job step (srun's), not the job's batch script?"""
-    return os.environ.get("SLURM_STEP_ID", "batch") not in ("batch", "extern", "")
 
 
 def srun_env() -> dict:
@@ -389,7 +381,7 @@ def run(job: Job) -> list[dict]:
         raise PointNotApplicable(spec.get("source_missing") or "no source tier in the job's spec")
     if spec["source_tier"] == spec["tier"] or spec["source_path"] == spec["tier_path"]:
         raise PointNotApplicable(f"{spec['tier']} is the source tier: there is nothing to stage")
-    slurm, count = under_slurm(), p["nodes"]
+    slurm, count = in_slurm_job(), p["nodes"]
     if count > 1 and not slurm:
         raise PointNotApplicable(f"nodes {count}: copies to several nodes need Slurm")
     if count > 1 and spec.get("tier_shared"):
