@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PointFailed, PointSkipped
+from ..probe import usable_cores
 from ..records import metric
 from ..runner import Job
 from ..units import format_size, parse_size
@@ -62,7 +63,7 @@ def threads(params: dict) -> int:
 
 def usable_threads(params: dict) -> int:
     """The point's threads, at most the CPUs this process may run on."""
-    return min(threads(params), len(os.sched_getaffinity(0)))
+    return min(threads(params), usable_cores())
 
 
 def planned_bytes(params: dict) -> int:
