@@ -3,6 +3,11 @@
 Runs the ``paper`` target ``--runs`` times (default 3) at ``--scale`` (default
 ``default``), each in its own fresh copy of the pipeline (so a fresh results
 folder, nothing cached between runs), one after the other on this machine.
+With ``--cluster`` the runs go through ``snakemake --profile slurm`` to the
+cluster on one machine (:mod:`tierbench.minicluster`, as root), with its
+hardware file: document 001 judged on a shared file system, as issue 30 asks
+(``--studies cfd_dcpmm --cluster``); the cluster is started before the first
+run and stopped after the last, also when a run fails.
 Per lesson of every study's ``verdict.json`` it reports the verdict of each
 run and whether they agree; the first row is the share of lessons whose
 verdicts agree in all runs (goal: all of them), the second each run's wall
@@ -11,6 +16,7 @@ time (goal: a paper run under 15 minutes), then one row per lesson. At
 check that the item works, not a figure of the paper.
 
     .venv/bin/python bench/verdict_repeatability.py --runs 3 --scale default
+    .venv/bin/python bench/verdict_repeatability.py --studies cfd_dcpmm --cluster
 """
 
 from __future__ import annotations
@@ -20,10 +26,17 @@ import json
 import os
 import shutil
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness import at_least, at_most, copy_pipeline, log, row, snakemake
+from harness import REPO, at_least, at_most, copy_pipeline, log, row, snakemake
+
+#: what a run on the cluster adds to the snakemake command (as tests/test_slurm.py)
+CLUSTER_ARGS = [
+    "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1",
+]  # fmt: skip
+#: one run of cfd_dcpmm at default scale on the cluster took about an hour
+RUN_TIMEOUT = 3 * 3600
 
 #: results/<MACHINE>/<study>/ in each scratch copy: the runs never touch the clone's results
 MACHINE = "bench"
@@ -79,15 +92,44 @@ def keep_tables(root: Path, keep: Path, index: int) -> None:
             shutil.copy2(path, target)
 
 
+@contextmanager
+def cluster_up():
+    """The cluster on one machine, up for the runs and down after them (its lock held)."""
+    from tierbench import minicluster
+
+    with minicluster.exclusive():
+        cluster = minicluster.MiniCluster()
+        try:
+            log(cluster.up())
+            yield
+        finally:
+            cluster.down()
+
+
+def run_args(scale: str, studies: list[str] | None, cluster: bool) -> list[str]:
+    """The snakemake arguments of one run, on this machine or through Slurm to the cluster."""
+    if cluster:
+        config = ["--config", f"scale={scale}", "hardware=minicluster"]
+        return [*CLUSTER_ARGS, *config, "--", *targets(studies)]
+    return ["-c", "all", "--config", f"scale={scale}", "--", *targets(studies)]
+
+
 def paper_run(
-    scratch: Path, index: int, scale: str, studies: list[str] | None, keep: Path | None = None
+    scratch: Path,
+    index: int,
+    scale: str,
+    studies: list[str] | None,
+    keep: Path | None = None,
+    cluster: bool = False,
 ) -> tuple:
     """One run in a fresh copy of the pipeline: its wall time and its verdicts."""
     root = copy_pipeline(scratch, f"paper{index}")
-    args = ["-c", "all", "--config", f"scale={scale}", "--", *targets(studies)]
+    if cluster:  # the profile name is looked up in the run's folder
+        (root / "slurm").symlink_to((REPO / "slurm").readlink())
+    args = run_args(scale, studies, cluster)
     try:
         with machine_env(MACHINE):
-            seconds, done = snakemake(args, root)
+            seconds, done = snakemake(args, root, timeout=RUN_TIMEOUT)
         if keep is not None:
             for path in (root / ".snakemake" / "log").glob("*.log"):  # why a run failed, too
                 (keep / f"run{index}").mkdir(parents=True, exist_ok=True)
@@ -142,11 +184,13 @@ def lesson_rows(table: list[dict]) -> list[dict]:
     return rows
 
 
-def summary_rows(table, walls, scale, studies, goals, reduced) -> list[dict]:
+def summary_rows(table, walls, scale, studies, goals, reduced, cluster=False) -> list[dict]:
     agreement_goal, wall_goal = goals
     agree = sum(entry["agree"] for entry in table)
     runs = len(walls)
     what = "paper" if studies is None else ", ".join(studies)
+    if cluster:
+        what += " on the two-node cluster (hardware=minicluster, --profile slurm)"
     differing = [f"{e['study']}: {', '.join(e['verdicts'])}" for e in table if not e["agree"]]
     detail = f"{agree} of {len(table)} lessons agree in {runs} runs of {what} at scale={scale}"
     if differing:
@@ -155,9 +199,9 @@ def summary_rows(table, walls, scale, studies, goals, reduced) -> list[dict]:
         6, "verdict_agreement", AGREEMENT_MEASURE, "ratio", [agree / len(table)],
         agreement_goal, detail, lessons=table, agree=agree, total=len(table),
     )  # fmt: skip
+    command = " ".join(run_args(scale, studies, cluster))
     wall = row(
-        6, "paper_wall_time", f"{WALL_MEASURE} (`snakemake -c all {' '.join(targets(studies))}"
-        f" --config scale={scale}`)", "s", walls, wall_goal,
+        6, "paper_wall_time", f"{WALL_MEASURE} (`snakemake {command}`)", "s", walls, wall_goal,
         "each run: " + ", ".join(f"{w:.0f} s" for w in walls)
         + "; one run after the other, each in a fresh copy of the pipeline",
     )  # fmt: skip
@@ -168,16 +212,23 @@ def summary_rows(table, walls, scale, studies, goals, reduced) -> list[dict]:
     return [agreement, wall]
 
 
-def repeatability(scratch: Path, runs: int, scale: str, studies, goals, reduced=False, keep=None):
+def repeatability(
+    scratch: Path, runs: int, scale: str, studies, goals, reduced=False, keep=None, cluster=False
+):
     walls, verdicts = [], []
-    for index in range(runs):
-        seconds, found = paper_run(scratch, index, scale, studies, keep)
-        walls.append(seconds)
-        verdicts.append(found)
-        counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(found.values()).items()))
-        log(f"6 paper run {index + 1} of {runs}: {seconds:.0f} s, {len(found)} lessons: {counts}")
+    with ExitStack() as stack:
+        if cluster:
+            stack.enter_context(cluster_up())
+        for index in range(runs):
+            seconds, found = paper_run(scratch, index, scale, studies, keep, cluster)
+            walls.append(seconds)
+            verdicts.append(found)
+            counts = ", ".join(
+                f"{n} {status}" for status, n in sorted(Counter(found.values()).items())
+            )
+            log(f"6 run {index + 1} of {runs}: {seconds:.0f} s, {len(found)} lessons: {counts}")
     table = lesson_table(verdicts)
-    return summary_rows(table, walls, scale, studies, goals, reduced) + lesson_rows(table)
+    return summary_rows(table, walls, scale, studies, goals, reduced, cluster) + lesson_rows(table)
 
 
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
@@ -194,6 +245,9 @@ def main() -> int:
     parser.add_argument("--studies", help="comma-separated studies instead of the whole paper")
     parser.add_argument("--scratch", default="/tmp", help="where the copies of the pipeline go")
     parser.add_argument("--keep", type=Path, help="keep each run's verdicts and summaries here")
+    parser.add_argument(
+        "--cluster", action="store_true", help="run through Slurm on the cluster on one machine"
+    )
     args = parser.parse_args()
     if args.runs < 2:
         raise SystemExit("--runs: at least 2 runs to compare")
@@ -202,7 +256,9 @@ def main() -> int:
     scratch = Path(args.scratch) / f"tierbench-repeat-{os.getpid()}"
     scratch.mkdir(parents=True)
     try:
-        rows = repeatability(scratch, args.runs, args.scale, studies, goals, keep=args.keep)
+        rows = repeatability(
+            scratch, args.runs, args.scale, studies, goals, keep=args.keep, cluster=args.cluster
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps(rows, indent=1))
