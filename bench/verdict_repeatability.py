@@ -40,6 +40,8 @@ RUN_TIMEOUT = 3 * 3600
 
 #: results/<MACHINE>/<study>/ in each scratch copy: the runs never touch the clone's results
 MACHINE = "bench"
+#: on the cluster the hardware file names the machine: results/minicluster/<study>/
+CLUSTER_MACHINE = "minicluster"
 SIZES = {
     "full": {"runs": 3, "scale": "default", "studies": None},
     "tiny": {"runs": 2, "scale": "smoke", "studies": ["tmpfs_advent"]},
@@ -62,21 +64,26 @@ def machine_env(name: str):
             os.environ["TIERBENCH_MACHINE"] = before
 
 
-def targets(studies: list[str] | None) -> list[str]:
+def machine_of(cluster: bool) -> str:
+    """The results folder's machine name of a run."""
+    return CLUSTER_MACHINE if cluster else MACHINE
+
+
+def targets(studies: list[str] | None, machine: str = MACHINE) -> list[str]:
     """The paper target, or only the verdicts of the named studies."""
     if studies is None:
         return ["paper"]
-    return [f"results/{MACHINE}/{study}/verdict.json" for study in studies]
+    return [f"results/{machine}/{study}/verdict.json" for study in studies]
 
 
-def read_verdicts(root: Path) -> dict[tuple[str, str], str]:
+def read_verdicts(root: Path, machine: str = MACHINE) -> dict[tuple[str, str], str]:
     """(study, lesson) -> status, from every verdict.json of a run."""
     found = {}
-    for path in sorted((root / "results" / MACHINE).glob("*/verdict.json")):
+    for path in sorted((root / "results" / machine).glob("*/verdict.json")):
         for verdict in json.loads(path.read_text())["verdicts"]:
             found[(path.parent.name, verdict["lesson"])] = verdict["status"]
     if not found:
-        raise RuntimeError(f"no verdict.json under {root / 'results' / MACHINE}")
+        raise RuntimeError(f"no verdict.json under {root / 'results' / machine}")
     return found
 
 
@@ -84,9 +91,9 @@ def read_verdicts(root: Path) -> dict[tuple[str, str], str]:
 KEPT = ("verdict.json", "summary.csv", "repetitions.json")
 
 
-def keep_tables(root: Path, keep: Path, index: int) -> None:
+def keep_tables(root: Path, keep: Path, index: int, machine: str = MACHINE) -> None:
     for name in KEPT:
-        for path in (root / "results" / MACHINE).glob(f"*/{name}"):
+        for path in (root / "results" / machine).glob(f"*/{name}"):
             target = keep / f"run{index}" / path.parent.name / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
@@ -110,7 +117,7 @@ def run_args(scale: str, studies: list[str] | None, cluster: bool) -> list[str]:
     """The snakemake arguments of one run, on this machine or through Slurm to the cluster."""
     if cluster:
         config = ["--config", f"scale={scale}", "hardware=minicluster"]
-        return [*CLUSTER_ARGS, *config, "--", *targets(studies)]
+        return [*CLUSTER_ARGS, *config, "--", *targets(studies, CLUSTER_MACHINE)]
     return ["-c", "all", "--config", f"scale={scale}", "--", *targets(studies)]
 
 
@@ -138,8 +145,8 @@ def paper_run(
             tail = (done.stderr or done.stdout)[-1500:]
             raise RuntimeError(f"snakemake {' '.join(args)} failed: {tail}")
         if keep is not None:
-            keep_tables(root, keep, index)
-        return seconds, read_verdicts(root)
+            keep_tables(root, keep, index, machine_of(cluster))
+        return seconds, read_verdicts(root, machine_of(cluster))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
