@@ -4,8 +4,10 @@
  * calls: PROCS processes (one per rank) each fill ROOT/processor<rank>/ with
  * WRITES time folders, each of them
  *
- *     <time>/  <time>/uniform/  <time>/uniform/functionObjects/   (mkdir x 3)
- *     <time>/<name> for every NAME=SIZE given                      (open, write, close)
+ *     <time>/<name> for every NAME=SIZE given, as OpenFOAM's OFstream makes a file:
+ *     mkdir of its folder (EEXIST is success, ENOENT makes the parent first: so
+ *     <time>/, uniform/ and functionObjects/ are made on the way), stat of
+ *     <name>.gz and of <name>, open, write, close
  *
  * where the files and their sizes are the proxy's, passed in (for its default
  * file set: U p k omega nut phi, uniform/time, uniform/cumulativeContErr,
@@ -57,6 +59,36 @@ static void write_all(int fd, const char *data, size_t size, const char *path) {
     }
 }
 
+/* Foam::mkDir, as tierbench's csrc/foamio.c makes it: 0 or -1 with errno set */
+static int foam_mkdir(char *path) {
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) return 0;
+    if (errno != ENOENT) return -1;
+    char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path) return -1;
+    *slash = '\0';
+    int failed = foam_mkdir(path);
+    *slash = '/';
+    if (failed) return -1;
+    return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* OFstream's look for a compressed or plain twin, then the file (see the top) */
+static void make_file(char *path, const char *data, size_t size) {
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    if (foam_mkdir(path) != 0) die("mkdir", path);
+    *slash = '/';
+    char gz[4400];
+    struct stat st;
+    snprintf(gz, sizeof gz, "%s.gz", path);
+    stat(gz, &st);
+    stat(path, &st);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) die("open", path);
+    write_all(fd, data, size, path);
+    if (close(fd) != 0) die("close", path);
+}
+
 /* One rank: WRITES time folders below ROOT/processor<rank>, each write timed into times[]. */
 static void rank_loop(const char *root, int rank, int writes, const long *sizes,
                       const char *data, pthread_barrier_t *barrier, double *times) {
@@ -66,18 +98,9 @@ static void rank_loop(const char *root, int rank, int writes, const long *sizes,
     pthread_barrier_wait(barrier);
     for (int w = 1; w <= writes; w++) {
         double start = now();
-        snprintf(path, sizeof path, "%s/%d", base, w);
-        if (mkdir(path, 0755) != 0) die("mkdir", path);
-        snprintf(path, sizeof path, "%s/%d/uniform", base, w);
-        if (mkdir(path, 0755) != 0) die("mkdir", path);
-        snprintf(path, sizeof path, "%s/%d/uniform/functionObjects", base, w);
-        if (mkdir(path, 0755) != 0) die("mkdir", path);
         for (int f = 0; f < NFILES; f++) {
             snprintf(path, sizeof path, "%s/%d/%s", base, w, FILES[f]);
-            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            if (fd < 0) die("open", path);
-            write_all(fd, data, (size_t)sizes[f], path);
-            if (close(fd) != 0) die("close", path);
+            make_file(path, data, (size_t)sizes[f]);
         }
         times[w - 1] = now() - start;
         pthread_barrier_wait(barrier);

@@ -58,6 +58,7 @@ import functools
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -750,6 +751,144 @@ def make_time_dirs(root: str | Path, time: str, count: WriteCount) -> str:
     return folder
 
 
+# ---------------------------------------------------------------- OpenFOAM's calls
+
+#: libstdc++'s std::filebuf, which OpenFOAM's OFstream writes through: BUFSIZ (8192)
+#: bytes of buffer, of which 8191 hold data, and a write of at least 1024 bytes (or of
+#: more than the room left) that goes to the kernel at once, with what the buffer holds
+STREAM_BUFFER, STREAM_DIRECT = 8191, 1024
+#: the entries of ``uniform/time`` v1912 hands the kernel one by one (its traced calls)
+TIME_ENTRIES = (b"name", b"index", b"deltaT", b"deltaT0")
+
+
+def stream_calls(pieces) -> list[tuple]:
+    """The system calls an OFstream makes for ``pieces``: one tuple of buffers per writev.
+
+    ``pieces`` are ``(bytes-like, block)`` in the order the solver streams them.
+    A block (a binary list: one ``write`` of its whole memory) of at least
+    STREAM_DIRECT bytes leaves with the buffer in one writev, a smaller one is
+    buffered; text (headers, ascii numbers) fills the buffer and leaves 8191 bytes
+    at a time, and what is left goes at close. Traced from v1912's simpleFoam:
+    in binary a field is a writev of its header and internalField values, one per
+    boundary list of 1024 bytes or more, then the rest; in ascii 8 KiB at a time.
+    """
+    calls, pending, held = [], [], 0
+    for data, block in pieces:
+        size = len(data)
+        if not size:
+            continue
+        if block:
+            if size >= min(STREAM_DIRECT, STREAM_BUFFER - held):
+                calls.append((*pending, data))
+                pending, held = [], 0
+            else:
+                pending.append(data)
+                held += size
+            continue
+        view, start = memoryview(data).cast("B"), 0
+        while size - start >= STREAM_BUFFER - held:
+            room = STREAM_BUFFER - held
+            calls.append((*pending, view[start : start + room]))
+            pending, held, start = [], 0, start + room
+        if start < size:
+            pending.append(view[start:] if start else data)
+            held += size - start
+    if pending:
+        calls.append(tuple(pending))
+    return calls
+
+
+def time_dict_calls(text: bytes) -> list[tuple]:
+    """``uniform/time`` as v1912 writes it: up to its ``value`` entry, then each entry in
+    a call of its own (the line break before it included), then the closing line."""
+    cuts = [text.find(b"\n" + name + b" ") for name in TIME_ENTRIES]
+    cuts = sorted(cut for cut in cuts if cut > 0)
+    if cuts:
+        footer = text.rfind(b"\n\n//")
+        if footer > cuts[-1]:
+            cuts.append(footer)
+    bounds = [0, *cuts, len(text)]
+    return [(text[a:b],) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def foam_mkdir(path: bytes) -> int:
+    """Foam::mkDir: mkdir, an existing folder is success, a missing parent is made first.
+    Returns the folders made."""
+    try:
+        os.mkdir(path)
+        return 1
+    except FileExistsError:
+        return 0
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if not parent or parent == path:
+            raise
+    made = foam_mkdir(parent)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return made
+    return made + 1
+
+
+def write_files(files, fsync: bool) -> tuple[int, int]:
+    """Make each ``(path, calls)`` with OFstream's system calls; (bytes written, folders made).
+
+    Per file, as traced from v1912: mkdir of its folder (Foam::mkDir: on a
+    network file system a round trip even when the folder exists), a stat of
+    ``<path>.gz`` and of ``<path>`` (OFstream looks for a compressed twin), open,
+    one writev per call (:func:`stream_calls`), close. The C helper of
+    :mod:`tierbench.native` makes the same calls without the interpreter between them.
+    """
+    written = made = 0
+    for path, calls in files:
+        folder = os.path.dirname(path)
+        if folder:
+            made += foam_mkdir(folder)
+        for probe in (path + b".gz", path):
+            try:
+                os.stat(probe)
+            except FileNotFoundError:
+                pass
+        fd = os.open(path, CREATE, 0o666)
+        try:
+            for call in calls:
+                written += write_all(fd, call)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    return written, made
+
+
+def foam_rm_dir(path: str, top: bool = True) -> WriteCount:
+    """Foam::rmDir, as purgeWrite removes a time folder, call for call.
+
+    v1912 (traced): a stat of the folder, opendir, an lstat of every entry, unlink
+    of a file, the same for a folder below it, then unlink of the folder (which
+    fails: it is a folder) and rmdir. On a network file system each is a round trip.
+    """
+    count = WriteCount()
+    if top:
+        os.stat(path)
+    with os.scandir(path) as entries:
+        names = [entry.name for entry in entries]
+    for name in names:
+        inner = os.path.join(path, name)
+        if stat.S_ISDIR(os.lstat(inner).st_mode):
+            count.add(foam_rm_dir(inner, top=False))
+        else:
+            os.unlink(inner)
+            count.files_removed += 1
+    try:
+        os.unlink(path)
+    except (IsADirectoryError, PermissionError):
+        pass
+    os.rmdir(path)
+    count.dirs_removed += 1
+    return count
+
+
 def _static_payload(values: np.ndarray, fmt: str) -> memoryview | None:
     """The binary bytes of ``values`` as a view of their own memory, or None when they need
     converting (a copy would not follow the solver's updates: encode per write)."""
@@ -770,10 +909,11 @@ class UncollatedWriter:
     has more faces than the field values). The solver updates its arrays in
     place, so the views show the values of the moment; ascii values (and
     arrays of another type) are encoded anew at every write. Per write: the
-    three folders and the 9 files (document_001: 8), made by the C helper of
-    :mod:`tierbench.native` in one call where it builds, else by the same
-    system calls from Python. With 1-cell fields on tmpfs the Python between
-    the calls cost about as much as the calls.
+    three folders and the 9 files (document_001: 8) with the system calls v1912's
+    OFstream makes (:func:`write_files`, :func:`stream_calls`), by the C helper of
+    :mod:`tierbench.native` in one call where it builds, else from Python. With
+    1-cell fields on tmpfs the Python between the calls cost about as much as the
+    calls.
 
     The rank's cells are p's values; ``rank`` and ``ranks`` place its block in
     the duct (which boundary patches it has).
@@ -817,38 +957,36 @@ class UncollatedWriter:
         self.uniform = [
             (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
         ]
-        self.dirs = tuple(os.fsencode(os.sep + sub) if sub else b"" for sub in TIME_DIRS)
         #: the C helper that makes the folders and files in one call, or None (Python)
         self.native = native.foamio()
 
     def write(self, time: str, index: int) -> WriteCount:
-        """``<processor_dir>/<time>/`` with its 9 files (document_001: 8)."""
+        """``<processor_dir>/<time>/`` with its 9 files (document_001: 8), OFstream's calls."""
         stamp = time.encode()
-        folder = self.root + os.sep.encode() + stamp
-        inside = folder + os.sep.encode()
+        inside = self.root + os.sep.encode() + stamp + os.sep.encode()
         fmt = self.fmt
-        files = []
-        # a field's header goes down in the pieces around its time name, unjoined
-        for name, components, width, before, after, lists, texts in self.fields:
-            parts = [before, stamp, after]
-            for (values, payload), text in zip(lists, texts, strict=True):
-                parts.append(
-                    encode_values(values, components, fmt, width) if payload is None else payload
-                )
-                parts.append(text)
-            files.append((inside + name, tuple(parts)))
+        block = fmt == "binary"  # a binary list is one write; ascii numbers are streamed
         values = {b"time": stamp, b"index": index, b"conterr": b""}
         if self.file_set == "v1912":
             values[b"conterr"] = cumulative_cont_err(index).encode()
-        files += [(inside + path, (template % values,)) for path, template in self.uniform]
+        uniform = [(inside + path, template % values) for path, template in self.uniform]
+        # uniform/time first, as v1912: its folder's mkdir finds no <time> and makes both
+        (time_path, time_text), rest = uniform[0], uniform[1:]
+        files = [(time_path, tuple(time_dict_calls(time_text)))]
+        for name, components, width, before, after, lists, texts in self.fields:
+            # a field's header goes down in the pieces around its time name, unjoined
+            pieces = [(before, False), (stamp, False), (after, False)]
+            for (data, payload), text in zip(lists, texts, strict=True):
+                if payload is None:
+                    payload = encode_values(data, components, fmt, width)
+                pieces += [(payload, block), (text, False)]
+            files.append((inside + name, tuple(stream_calls(pieces))))
+        files += [(path, tuple(stream_calls([(text, False)]))) for path, text in rest]
         if self.native is not None:
-            written = self.native.write_time(folder, self.dirs, files, self.fsync)
-            return WriteCount(files=len(files), dirs=len(self.dirs), bytes=written)
-        for sub in self.dirs:
-            os.mkdir(folder + sub)
-        count = WriteCount(dirs=len(self.dirs))
-        _write_files(files, count, self.fsync)
-        return count
+            written, made = self.native.write_time(files, self.fsync)
+        else:
+            written, made = write_files(files, self.fsync)
+        return WriteCount(files=len(files), dirs=made, bytes=written)
 
 
 def write_uncollated(
@@ -919,22 +1057,13 @@ def write_collated(
 
 
 def purge(root: Path, kept: list[str], keep: int) -> WriteCount:
-    """purgeWrite: remove the oldest time folders of ``kept`` until ``keep`` remain."""
+    """purgeWrite: remove the oldest time folders of ``kept`` until ``keep`` remain,
+    with Foam::rmDir's calls (:func:`foam_rm_dir`)."""
     count = WriteCount()
     if keep <= 0:
         return count
     while len(kept) > keep:
-        oldest = root / kept.pop(0)
-        # one bottom-up pass that removes and counts (rmtree would walk it again)
-        for here, dirs, files in os.walk(oldest, topdown=False):
-            for name in files:
-                os.unlink(os.path.join(here, name))
-            for name in dirs:
-                os.rmdir(os.path.join(here, name))
-            count.files_removed += len(files)
-            count.dirs_removed += len(dirs)
-        os.rmdir(oldest)
-        count.dirs_removed += 1
+        count.add(foam_rm_dir(os.path.join(root, kept.pop(0))))
     return count
 
 

@@ -2,8 +2,8 @@
  *
  * write_all: writev until every byte is down. Short writes happen (a signal,
  * more than 2 GiB, a nearly full tier); empty parts are skipped, so nothing to
- * write is not taken for a stalled write. write_file: a whole file made in
- * one go. Both return the bytes written, or -1 with errno set. Included by
+ * write is not taken for a stalled write. Returns the bytes written, or -1
+ * with errno set. Included by
  * foamio.c, the one helper (fe_proxy makes its calls from Python, one per
  * system call); tierbench.native rebuilds a helper when this changes.
  */
@@ -44,21 +44,6 @@ static Py_ssize_t write_all(int fd, struct iovec *iov, int count) {
         }
     }
     return total;
-}
-
-/* create or empty a file (mode 0666), write the parts, fsync if asked, close */
-static Py_ssize_t write_file(const char *path, struct iovec *iov, int count, int sync_file) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return -1;
-    Py_ssize_t done = write_all(fd, iov, count);
-    int saved = done < 0 ? errno : 0;
-    if (!saved && sync_file && fsync(fd) != 0) saved = errno;
-    if (close(fd) != 0 && !saved) saved = errno;
-    if (saved) {
-        errno = saved;
-        return -1;
-    }
-    return done;
 }
 
 #endif

@@ -1,19 +1,19 @@
 /* _foamio: one write time of an uncollated OpenFOAM rank, in one call from Python.
  *
- * write_time(folder, dirs, files, fsync) -> bytes written
+ * write_time(files, fsync) -> (bytes written, folders made)
  *
- *   folder  bytes, the time folder's path (<processor>/<time>)
- *   dirs    tuple of bytes, suffixes of folder to make in order (b"", b"/uniform", ...)
- *   files   list or tuple of (bytes path, tuple of buffers): each file is
- *           created (or emptied) and gets its buffers back to back, in one
- *           writev when the kernel takes it all
+ *   files   list or tuple of (bytes path, calls): each file is made as OpenFOAM's
+ *           OFstream makes it (tierbench.foam.write_files says which calls and why):
+ *           mkdir of its folder the way Foam::mkDir does it (EEXIST is success,
+ *           ENOENT makes the parent first), a stat of <path>.gz and of <path>, open
+ *           with O_TRUNC, then one writev per entry of calls (a tuple of buffers:
+ *           what libstdc++'s filebuf hands the kernel at once), close
  *   fsync   true: fsync every file before closing it
  *
- * The same system calls tierbench.foam makes in Python (mkdir, open with
- * O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC and mode 0666, writev, fsync, close), with
- * no interpreter between them: with 1-cell fields on tmpfs the Python around
- * the calls cost as much as the calls. Errors raise OSError naming the path,
- * as os.mkdir and os.open do. Built at run time by tierbench.native.
+ * The same system calls tierbench.foam makes in Python, with no interpreter
+ * between them: with 1-cell fields on tmpfs the Python around the calls cost
+ * as much as the calls. Errors raise OSError naming the path, as os.mkdir and
+ * os.open do. Built at run time by tierbench.native.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -30,84 +31,141 @@
 
 #define MAX_PARTS 64
 
-static PyObject *raise_for(PyObject *path) {
-    PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+static PyObject *raise_for(const char *path) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
     return NULL;
 }
 
-static PyObject *write_time(PyObject *self, PyObject *args) {
-    PyObject *folder, *dirs, *files;
-    int fsync_files;
-    if (!PyArg_ParseTuple(args, "O!O!Op", &PyBytes_Type, &folder, &PyTuple_Type, &dirs, &files,
-                          &fsync_files))
-        return NULL;
-    if (!PyList_Check(files) && !PyTuple_Check(files))
-        return PyErr_Format(PyExc_TypeError, "files must be a list or a tuple");
-    const char *base = PyBytes_AS_STRING(folder);
-    Py_ssize_t base_len = PyBytes_GET_SIZE(folder);
-    char path[PATH_MAX];
+/* Foam::mkDir: mkdir; an existing folder is success; a missing parent is made first.
+ * Returns the folders made, or -1 with errno set. */
+static int foam_mkdir(char *path) {
+    if (mkdir(path, 0777) == 0) return 1;
+    if (errno == EEXIST) return 0;
+    if (errno != ENOENT) return -1;
+    char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path) return -1;
+    *slash = '\0';
+    int made = foam_mkdir(path);
+    *slash = '/';
+    if (made < 0) return -1;
+    if (mkdir(path, 0777) != 0) return errno == EEXIST ? made : -1;
+    return made + 1;
+}
 
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dirs); i++) {
-        PyObject *sub = PyTuple_GET_ITEM(dirs, i);
-        if (!PyBytes_Check(sub)) return PyErr_Format(PyExc_TypeError, "dirs hold bytes");
-        Py_ssize_t sub_len = PyBytes_GET_SIZE(sub);
-        if (base_len + sub_len >= PATH_MAX) return PyErr_Format(PyExc_ValueError, "path too long");
-        memcpy(path, base, (size_t)base_len);
-        memcpy(path + base_len, PyBytes_AS_STRING(sub), (size_t)sub_len);
-        path[base_len + sub_len] = '\0';
-        int failed;
-        Py_BEGIN_ALLOW_THREADS
-        failed = mkdir(path, 0777);
-        Py_END_ALLOW_THREADS
-        if (failed != 0) {
-            PyObject *name = PyBytes_FromStringAndSize(path, base_len + sub_len);
-            if (name) raise_for(name);
-            Py_XDECREF(name);
-            return NULL;
-        }
+/* OFstream's look for a compressed or plain file of the same name before it opens */
+static void probe(const char *path) {
+    char gz[PATH_MAX];
+    struct stat st;
+    if (snprintf(gz, sizeof gz, "%s.gz", path) < (int)sizeof gz) stat(gz, &st);
+    stat(path, &st);
+}
+
+/* the buffers of one call as iovecs; returns how many, or -1 with a Python error set */
+static Py_ssize_t gather(PyObject *call, Py_buffer *views, struct iovec *iov) {
+    if (!PyTuple_Check(call)) {
+        PyErr_SetString(PyExc_TypeError, "a call is a tuple of buffers");
+        return -1;
     }
+    Py_ssize_t count = PyTuple_GET_SIZE(call);
+    if (count > MAX_PARTS) {
+        PyErr_Format(PyExc_ValueError, "more than %d buffers in one call", MAX_PARTS);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(call, k), &views[k], PyBUF_SIMPLE) != 0) {
+            for (Py_ssize_t j = 0; j < k; j++) PyBuffer_Release(&views[j]);
+            return -1;
+        }
+        iov[k].iov_base = views[k].buf;
+        iov[k].iov_len = (size_t)views[k].len;
+    }
+    return count;
+}
 
-    Py_ssize_t written = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(files); i++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(files, i), *name, *parts;
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
-            !PyBytes_Check(name = PyTuple_GET_ITEM(entry, 0)) ||
-            !PyTuple_Check(parts = PyTuple_GET_ITEM(entry, 1)))
-            return PyErr_Format(PyExc_TypeError, "files hold (bytes path, tuple of buffers)");
-        Py_ssize_t count = PyTuple_GET_SIZE(parts);
-        if (count > MAX_PARTS) return PyErr_Format(PyExc_ValueError, "more than %d parts", MAX_PARTS);
-        Py_buffer views[MAX_PARTS];
-        struct iovec iov[MAX_PARTS];
-        Py_ssize_t held = 0;
-        for (; held < count; held++) {
-            if (PyObject_GetBuffer(PyTuple_GET_ITEM(parts, held), &views[held], PyBUF_SIMPLE) != 0)
-                break;
-            iov[held].iov_base = views[held].buf;
-            iov[held].iov_len = (size_t)views[held].len;
+/* one file: folder, probes, open, one writev per call, fsync, close; -1 with a Python error */
+static Py_ssize_t write_one(const char *file, PyObject *calls, int sync_file, int *made) {
+    char folder[PATH_MAX];
+    const char *slash = strrchr(file, '/');
+    if (slash != NULL && slash != file) {
+        size_t len = (size_t)(slash - file);
+        if (len >= sizeof folder) {
+            PyErr_SetString(PyExc_ValueError, "path too long");
+            return -1;
         }
-        if (held < count) {
-            for (Py_ssize_t k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-            return NULL;
-        }
-        const char *file = PyBytes_AS_STRING(name);
-        Py_ssize_t done;
-        int saved = 0;
+        memcpy(folder, file, len);
+        folder[len] = '\0';
+        int done;
         Py_BEGIN_ALLOW_THREADS
-        done = write_file(file, iov, (int)count, fsync_files);
+        done = foam_mkdir(folder);
+        Py_END_ALLOW_THREADS
+        if (done < 0) {
+            raise_for(folder);
+            return -1;
+        }
+        *made += done;
+    }
+    int fd;
+    Py_BEGIN_ALLOW_THREADS
+    probe(file);
+    fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    Py_END_ALLOW_THREADS
+    if (fd < 0) {
+        raise_for(file);
+        return -1;
+    }
+    Py_ssize_t written = 0;
+    int saved = 0;
+    Py_buffer views[MAX_PARTS];
+    struct iovec iov[MAX_PARTS];
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(calls) && !saved; i++) {
+        Py_ssize_t count = gather(PyTuple_GET_ITEM(calls, i), views, iov);
+        if (count < 0) {
+            close(fd);
+            return -1;
+        }
+        Py_ssize_t done;
+        Py_BEGIN_ALLOW_THREADS
+        done = write_all(fd, iov, (int)count);
         if (done < 0) saved = errno;
         Py_END_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-        if (saved) {
-            errno = saved;
-            return raise_for(name);
-        }
+        for (Py_ssize_t k = 0; k < count; k++) PyBuffer_Release(&views[k]);
+        if (done > 0) written += done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (!saved && sync_file && fsync(fd) != 0) saved = errno;
+    if (close(fd) != 0 && !saved) saved = errno;
+    Py_END_ALLOW_THREADS
+    if (saved) {
+        errno = saved;
+        raise_for(file);
+        return -1;
+    }
+    return written;
+}
+
+static PyObject *write_time(PyObject *self, PyObject *args) {
+    PyObject *files;
+    int fsync_files;
+    if (!PyArg_ParseTuple(args, "Op", &files, &fsync_files)) return NULL;
+    if (!PyList_Check(files) && !PyTuple_Check(files))
+        return PyErr_Format(PyExc_TypeError, "files must be a list or a tuple");
+    Py_ssize_t written = 0;
+    int made = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(files); i++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(files, i), *name, *calls;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+            !PyBytes_Check(name = PyTuple_GET_ITEM(entry, 0)) ||
+            !PyTuple_Check(calls = PyTuple_GET_ITEM(entry, 1)))
+            return PyErr_Format(PyExc_TypeError, "files hold (bytes path, tuple of calls)");
+        Py_ssize_t done = write_one(PyBytes_AS_STRING(name), calls, fsync_files, &made);
+        if (done < 0) return NULL;
         written += done;
     }
-    return PyLong_FromSsize_t(written);
+    return Py_BuildValue("(ni)", written, made);
 }
 
 static PyMethodDef methods[] = {
-    {"write_time", write_time, METH_VARARGS, "Make a time folder and write its files."},
+    {"write_time", write_time, METH_VARARGS, "Make a time folder's files as OFstream does."},
     {NULL, NULL, 0, NULL},
 };
 
