@@ -260,6 +260,13 @@ def experiment_tiers(experiment: dict, tiers: dict) -> list[str]:
     return list(chosen)
 
 
+def _axis_text(value) -> str:
+    """An axis value in a point name; a list (an argv, input files) as its words joined by _."""
+    if not isinstance(value, list):
+        return str(value)
+    return "_".join("".join(c if c.isalnum() or c in "-." else "_" for c in str(v)) for v in value)
+
+
 def point_name(values: dict) -> str:
     """Readable, filesystem-safe name of a combination of axis values.
 
@@ -271,16 +278,24 @@ def point_name(values: dict) -> str:
         return "single"
     parts = []
     for key in sorted(values):
-        text = str(values[key])
+        text = _axis_text(values[key])
         for char in "/,=+":
             text = text.replace(char, "_")
         parts.append(f"{key}={text}")
     return "+".join(parts)
 
 
-def expand_params(params: dict) -> list[tuple[dict, dict]]:
-    """(axis values, full parameters) for every combination of the list-valued params."""
-    axes = sorted(key for key, value in params.items() if isinstance(value, list))
+def is_axis(key: str, value, list_valued: tuple[str, ...] = ()) -> bool:
+    """A list is an axis; for a parameter whose value is itself a list (a workload's
+    ``list_params``: an argv, a list of input files) only a list of lists is one."""
+    if not isinstance(value, list):
+        return False
+    return key not in list_valued or bool(value) and all(isinstance(v, list) for v in value)
+
+
+def expand_params(params: dict, list_valued: tuple[str, ...] = ()) -> list[tuple[dict, dict]]:
+    """(axis values, full parameters) for every combination of the axes (:func:`is_axis`)."""
+    axes = sorted(key for key, value in params.items() if is_axis(key, value, list_valued))
     for key in axes:
         if not params[key]:
             raise ConfigError(f"parameter {key}: an axis needs at least one value")
@@ -369,7 +384,8 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
     for experiment in study["experiments"]:
         params = experiment_params(experiment, scale)
         tier_names = experiment_tiers(experiment, tiers)
-        for axis_values, point_params in expand_params(params):
+        list_valued = get(experiment["workload"]).list_params
+        for axis_values, point_params in expand_params(params, list_valued):
             name = point_name(axis_values)
             where = f"{study['study']}.{experiment['name']}[{name}]"
             point_params = check_point(experiment["workload"], point_params, where)

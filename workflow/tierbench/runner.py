@@ -59,7 +59,7 @@ class Job:
 
 def _run(job: Job, run: Callable[[Job], list[dict]]) -> list[dict]:
     """The workload's run, with its system calls counted when the experiment asks for it."""
-    if not job.spec.get("count_syscalls"):
+    if not job.spec.get("count_syscalls") or get(job.spec["workload"]).traces_itself:
         return run(job)
     from . import syscalls
 

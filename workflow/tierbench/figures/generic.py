@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from .. import plotting
+from ..syscalls import METRIC_PREFIX
 from ..workloads import registry
 
 
@@ -27,9 +28,17 @@ def make(summary: plotting.Table, out_dir: str, study: str | None = None) -> lis
     return plotting.finish(out_dir)
 
 
+def traced_experiments(rows) -> list[str]:
+    """Experiments counted under strace (count_syscalls): they have syscalls_ metrics."""
+    return sorted(set(rows.loc[rows["metric"].str.startswith(METRIC_PREFIX), "experiment"]))
+
+
 def per_workload(workload: str, rows, out_dir: str) -> None:
     ok = plotting.ok_rows(rows)
     headline = registry()[workload].headline
+    traced = traced_experiments(ok) if headline else []
+    # a traced run's times mean nothing: its headline is not plotted beside the timed ones
+    ok = ok[~ok["experiment"].isin(traced)]
     metrics = [m for m in headline if m in set(ok["metric"])] or sorted(set(ok["metric"]))
     if not metrics:
         return
@@ -55,5 +64,10 @@ def per_workload(workload: str, rows, out_dir: str) -> None:
         f"{workload}_per_tier",
         f"{workload}: {', '.join(metrics)} per point and tier",
         f"Median of {reps} measured repetitions per point and tier (lines: min to max)."
+        + (
+            f" Left out, counted under strace (their times mean nothing): {', '.join(traced)}."
+            if traced
+            else ""
+        )
         + plotting.describe_problems(rows),
     )

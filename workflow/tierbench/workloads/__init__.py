@@ -77,6 +77,12 @@ class Workload:
     #: when the study is planned, so a job's spec carries ``<param>_path`` and the rest of
     #: that tier (tierbench.matrix.named_tier); the named tier itself gets no point
     tier_params: tuple[str, ...] = ()
+    #: parameters whose value is itself a list (an argv, input files): a list there is one
+    #: value, and only a list of lists is an axis (tierbench.matrix.is_axis)
+    list_params: tuple[str, ...] = ()
+    #: counts its own system calls where the experiment asks (``count_syscalls``), tracing
+    #: only the application's processes: the runner then attaches no strace of its own
+    traces_itself: bool = False
     planned_bytes: Hook = None
     threads: Hook = None
     tasks: Hook = None

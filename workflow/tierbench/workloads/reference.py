@@ -68,6 +68,8 @@ def section(workload: Workload) -> str:
         )
         meaning = " ".join(str(spec.get("description", "")).split()).replace("|", "\\|")
         lines.append(f"| `{name}` | {kind(spec)} | {default} | {meaning} |")
+    if schema.get("notes"):
+        lines += ["", str(schema["notes"]).strip()]
     return "\n".join(lines)
 
 
