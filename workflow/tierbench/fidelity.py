@@ -98,6 +98,9 @@ class Pair:
     #: time measured within an output run (CFD: its steps without a write; FE: each
     #: evaluation's paired analysis without field output)
     compute: tuple[str, str, str] = ("", "", "")
+    #: the real application's parameters that name a user's own input (calculix's deck): a
+    #: point with one runs a model the proxy does not imitate, and is never compared
+    own_input: tuple[str, ...] = ()
 
     @property
     def write_unit(self) -> str:
@@ -144,6 +147,7 @@ PAIRS = (
             "evaluation time without field output", "eval_time_median",
             "eval_time_baseline_median",
         ),
+        own_input=("deck",),
     ),
 )  # fmt: skip
 
@@ -877,6 +881,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
 
 def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dict | None:
     """A proxy's table and verdict, or None when the study holds neither of the pair."""
+    points = [p for p in points if not any(p.param(k) for k in pair.own_input)]
     workloads = {p.workload for p in points}
     if pair.proxy not in workloads and pair.real not in workloads:
         return None

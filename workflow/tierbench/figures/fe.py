@@ -4,7 +4,9 @@ Wall time of the genetic algorithm over the non-linear FE model per tier and
 core count, and the document's lesson in one figure: the speedup a faster tier
 gives the optimisation next to the speedup fio's worst case promises. Every
 workload of the fe family in the table is plotted (the proxy, and CalculiX
-beside it once it runs), each in its own panel or labelled series.
+beside it once it runs), each in its own panel or labelled series. Points of
+``calculix`` that ran a user's own ``deck`` are no optimisation: they get the
+generic figure of their headline per point and tier.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pandas as pd
 
 from .. import plotting
 from ..units import format_size, parse_size
+from . import generic
 
 DOCUMENT = "000"
 #: the core count of document 000's table 2 with all three tiers
@@ -38,11 +41,21 @@ def make(
     """
     plotting.setup()
     summary = plotting.table(summary, study)
-    c = context(summary, out_dir, workloads or plotting.family_workloads("fe"))
+    own = own_deck(summary)
+    c = context(summary[~own], out_dir, workloads or plotting.family_workloads("fe"))
     wall_time(c)
     speedup_vs_fio(c, document_table(plotting.load_reference(reference_csvs, DOCUMENT)))
     time_split(c)
+    for workload, rows in summary[own].groupby("workload", sort=True):
+        generic.per_workload(workload, rows, out_dir)
     return plotting.finish(out_dir)
+
+
+def own_deck(summary: pd.DataFrame) -> pd.Series:
+    """Rows of points that ran a user's deck (calculix's ``deck``), not the optimisation."""
+    if "deck" not in summary.columns:
+        return pd.Series(False, index=summary.index)
+    return summary["deck"].notna() & (summary["deck"].astype(str) != "")
 
 
 def column(frame: pd.DataFrame, name: str) -> pd.Series:
