@@ -312,9 +312,20 @@ def schema_defaults(workload: str) -> dict:
     return {name: spec["default"] for name, spec in properties.items() if "default" in spec}
 
 
+def defaults_with(workload: str) -> dict[str, dict]:
+    """Defaults that hold once another parameter is given (a schema's ``defaults_with``:
+    parameter -> {name: default}): openfoam's ``case`` makes the case's own settings the
+    defaults of the settings a study may override."""
+    return _schema(f"params/{workload}.schema.yaml").get("defaults_with", {})
+
+
 def complete(workload: str, params: dict) -> dict:
     """A point's parameters with the schema's defaults filled in where the study says nothing."""
-    return {**schema_defaults(workload), **params}
+    defaults = schema_defaults(workload)
+    for given, overrides in defaults_with(workload).items():
+        if params.get(given) is not None:
+            defaults.update(overrides)
+    return {**defaults, **params}
 
 
 def check_point(workload: str, params: dict, where: str) -> dict:

@@ -4,7 +4,9 @@
 Snakemake, so a machine gets a 400 MB solver only when a study it runs uses
 it. The studies are read from the same places Snakemake reads them: the
 default config, every ``--configfile``, and the paper studies when ``paper``
-is a target. ``--all`` (the test suite) names every workload's tools, and the bench's.
+is a target. A parameter that names a path a package installs (a workload's
+``packaged_paths``: openfoam's tutorial cases) needs that package too.
+``--all`` (the test suite) names every workload's tools and packaged paths, and the bench's.
 
     python -m tierbench.needs [--all] [--missing] -- [snakemake args]
 """
@@ -12,6 +14,7 @@ is a target. ``--all`` (the test suite) names every workload's tools, and the be
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -48,19 +51,47 @@ def study_experiments(snakemake_args: list[str]) -> list[dict]:
     return active + [e for study in paper for e in load_yaml(study)["experiments"]]
 
 
+def strings(value) -> list[str]:
+    """Every string in a parameter value (axes are lists, scales are dicts of them)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for item in value for s in strings(item)] if isinstance(value, list) else []
+
+
+def packaged_paths(workload, experiment: dict) -> dict[str, str]:
+    """Path -> Debian package: the paths an experiment's parameters name below a folder a
+    package installs (its workload's ``packaged_paths``), at any scale."""
+    values = strings([experiment.get("params", {}), experiment.get("scale", {})])
+    return {
+        os.path.normpath(value): package
+        for prefix, package in workload.packaged_paths
+        for value in values
+        if os.path.normpath(value).startswith(prefix.rstrip("/") + "/")
+    }
+
+
 def tools_of(experiments: list[dict]) -> dict[str, str]:
-    """Command -> Debian package: what the experiments' workloads run, mounts and tracing."""
+    """Command (or path) -> Debian package: what the experiments' workloads run and read,
+    mounts and tracing."""
     known = registry()
     tools = {}
     for experiment in experiments:
         workload = known.get(experiment["workload"])
         tools.update({tool.command: tool.package for tool in workload.tools} if workload else {})
+        tools.update(packaged_paths(workload, experiment) if workload else {})
         tiers = experiment.get("tiers", "all")
         if "mounts" in (tiers if isinstance(tiers, list) else [tiers]):
             tools.update(MOUNTS)
         if experiment.get("count_syscalls"):
             tools.update(TRACING)
     return tools
+
+
+def installed(command: str) -> bool:
+    """A command on PATH, or a path (a packaged path) that exists."""
+    return os.path.exists(command) if os.path.isabs(command) else bool(shutil.which(command))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.all:
         everything = [{"workload": name} for name in registry()]
         tools = {**tools_of(everything), **MOUNTS, **TRACING, **BENCH}
+        tools.update({path: p for w in registry().values() for path, p in w.packaged_paths})
     else:
         tools = tools_of(study_experiments(rest))
     if args.missing:
-        tools = {command: p for command, p in tools.items() if shutil.which(command) is None}
+        tools = {command: p for command, p in tools.items() if not installed(command)}
     print(" ".join(sorted(set(tools.values()))))
     return 0
 

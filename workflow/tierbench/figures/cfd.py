@@ -112,8 +112,17 @@ def with_defaults(cfd: pd.DataFrame) -> pd.DataFrame:
     return cfd
 
 
+def own_cases(summary: pd.DataFrame) -> pd.Series:
+    """Rows of openfoam runs of a user's case (parameter case): document 001's figures are
+    the duct's and the proxy's; a case is ranked on the report's first screen."""
+    if "case" not in summary:
+        return pd.Series(False, index=summary.index)
+    return (summary["workload"] == "openfoam") & summary["case"].notna()
+
+
 def context(summary: pd.DataFrame, out_dir: str, family: list[str]) -> dict:
-    cfd = with_defaults(summary[summary["workload"].isin(family)].copy())
+    chosen = summary["workload"].isin(family) & ~own_cases(summary)
+    cfd = with_defaults(summary[chosen].copy())
     first, last = summary.columns.get_loc("host") + 1, summary.columns.get_loc("metric")
     params = [p for p in summary.columns[first:last] if cfd[p].notna().any()]
     params += [p for p in STRUCTURAL if p not in params]

@@ -57,6 +57,10 @@ class Workload:
     #: conda environment file envs/<env>.yaml its jobs use with --software-deployment-method conda
     env: str = "python"
     tools: tuple[Tool, ...] = ()
+    #: folders a parameter may name that a Debian/Ubuntu package installs, as (path prefix,
+    #: package): set-up installs the package for a study that names a path below the prefix
+    #: (openfoam's ``case`` in the tutorials of openfoam-examples)
+    packaged_paths: tuple[tuple[str, str], ...] = ()
     #: started through the `mpi` launcher with `tasks` ranks (mpiexec, srun --mpi=pmix); its
     #: jobs hold a core per rank (``threads`` defaults to ``tasks``)
     mpi: bool = False

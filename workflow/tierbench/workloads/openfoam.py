@@ -62,6 +62,25 @@ binaries on PATH, ``WM_PROJECT_DIR=/usr/share/openfoam`` (its bashrc prints
 errors, that variable is all it needs). The case's dictionaries are written
 for v1912 (``constant/turbulenceProperties``); a release that wants
 ``momentumTransport`` (OpenFOAM.org 8 and later) is not supported.
+
+A case of your own (``case``: a folder; :mod:`tierbench.foamcase` reads and
+edits its dictionaries): each member gets a copy of it (timed,
+``case_copy_time``), ``0.orig/`` becomes ``0/`` where the case has no ``0/``
+(as the tutorials' Allrun), the controlDict entries the study overrides are
+set and nothing else (``steps``: endTime = start + steps x deltaT at a fixed
+time step; ``write_interval``: writeControl timeStep; ``purge_write``;
+``write_format``; ``file_handler`` on the command line), blockMesh runs where
+the case has a system/blockMeshDict and no constant/polyMesh (any other
+meshing is the user's, beforehand), and decomposePar cuts it for ``ranks``
+with the case's own method, or ``simple`` where that fails here (Debian's
+v1912 scotch, metis and kahip are stubs). The application the controlDict
+names runs; a "step" is its time step (a transient solver's deltaT, a steady
+one's iteration), timed from its ExecutionTime lines as the duct's. Which
+steps wrote is worked out from the log as OpenFOAM's Time decides it
+(writeControl timeStep, runTime, adjustableRunTime); a case writing by
+cpuTime or clockTime must be given ``write_interval``. What it creates beside
+its time folders (a function object's ``postProcessing/``) is counted in its
+files, folders and bytes.
 """
 
 from __future__ import annotations
@@ -76,12 +95,14 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from statistics import mean, median
 from string import Template
 
 import numpy as np
 
+from .. import foamcase
 from ..errors import PointFailed, PointNotApplicable
 from ..foam import block_shape
 from ..matrix import schema_defaults
@@ -103,6 +124,8 @@ CASE_TEMPLATE = Path(__file__).resolve().parent / "openfoam_case"
 DEBIAN_PROJECT_DIR = "/usr/share/openfoam"
 #: the writer name of a serial (1-rank) run's time folders, in the case itself
 SERIAL = "case"
+#: the label of what a user's case writes beside its time folders (``postProcessing/``, ...)
+OTHER = "other"
 INSTALL_HINT = "apt-get install openfoam (Debian/Ubuntu), or 'openfoam' in the hardware file"
 DEFAULTS = schema_defaults("openfoam")
 #: a block of one rank's cells may be at most this many times longer than wide
@@ -129,6 +152,16 @@ RANK_PREFIX = re.compile(r"^(?:\[\d+\]\s*)+")
 
 def with_defaults(params: dict) -> dict:
     return {**DEFAULTS, **params}
+
+
+#: a parameter's value that keeps the case's own setting (the default with ``case``)
+OWN = "case"
+#: the settings a study may override in a case
+OVERRIDABLE = ("steps", "write_interval", "file_handler", "write_format", "purge_write")
+#: writeInterval of a run without writes whose length is not known: longer than any run
+NO_WRITE_STEPS = 1_000_000_000
+#: bytes per value of a written field (the duct's BYTES_PER_CELL over its 10 values per cell)
+BYTES_PER_VALUE = {"binary": 8, "ascii": 16}
 
 
 def write_interval(params: dict) -> int | None:
@@ -217,15 +250,20 @@ def write_case(folder: Path, params: dict) -> None:
 
 
 def check_params(params: dict) -> None:
-    """What the schema cannot say: the run must write, measure, and make a proper block."""
+    """What the schema cannot say: the run must write, measure, and make a proper block
+    (the duct), or the case must be a case this workload can run."""
     p = with_defaults(params)
-    check_write_interval(p, "iteration")
-    first = max(2, p["warmup_steps"] + 1)
-    if first > p["steps"]:
+    if p["case"] is not None:
+        case_plan(p)
+        return
+    own = [name for name in OVERRIDABLE if p[name] == OWN]
+    if own:
         raise ValueError(
-            f"steps {p['steps']} leaves no measured iteration: the first iteration (it reads "
-            f"the mesh) and warmup_steps {p['warmup_steps']} are not measured"
+            f"{', '.join(own)}: 'case' keeps a case's own setting, and no case is given "
+            "(parameter case: a case folder)"
         )
+    check_write_interval(p, "iteration")
+    check_measured_steps(p["steps"], p["warmup_steps"])
     shape = block_shape(p["cells_per_rank"])
     if aspect(shape) > MAX_ASPECT:
         raise ValueError(
@@ -233,6 +271,14 @@ def check_params(params: dict) -> None:
             f"{' x '.join(map(str, shape))} cells, more than {MAX_ASPECT} times longer than "
             f"wide; choose a number with more factors, e.g. "
             f"{nearby_blockable(p['cells_per_rank'])}"
+        )
+
+
+def check_measured_steps(steps: int, warmup_steps: int) -> None:
+    if max(2, warmup_steps + 1) > steps:
+        raise ValueError(
+            f"steps {steps} leaves no measured iteration: the first iteration (it reads "
+            f"the mesh) and warmup_steps {warmup_steps} are not measured"
         )
 
 
@@ -245,21 +291,32 @@ BYTES_PER_RANK_WRITE = 64 * 1024
 def bytes_per_write(params: dict) -> int:
     """An estimate of the bytes all ranks of all members write at one write time."""
     p = with_defaults(params)
+    if p["case"] is not None:
+        return case_plan(p).bytes_per_write(p["ranks"], p["ensemble"])
     per_rank = p["cells_per_rank"] * BYTES_PER_CELL[p["write_format"]] + BYTES_PER_RANK_WRITE
     return per_rank * p["ranks"] * p["ensemble"]
+
+
+def kept_writes(writes: int, purge: int | None) -> int:
+    """Time folders on the tier at once: with purgeWrite N the newest is written before
+    the oldest is removed."""
+    return writes if not purge else min(writes, purge + 1)
 
 
 def planned_bytes(params: dict) -> int:
     """Bytes on the tier at the peak: the mesh and initial fields, and every kept time folder.
 
-    The case holds the undecomposed mesh and fields and the decomposed copy
-    (about twice one write each, counting the mesh as a write); with purgeWrite
-    N the newest time is written before the oldest is removed.
+    The duct holds the undecomposed mesh and fields and the decomposed copy
+    (about twice one write each, counting the mesh as a write). A case adds
+    its own files, copied for every member, and may be meshed here (a write's
+    worth more).
     """
     p = with_defaults(params)
-    writes = len(write_steps(p))
-    kept = writes if p["purge_write"] == 0 else min(writes, p["purge_write"] + 1)
-    return (kept + 4) * bytes_per_write(p)
+    if p["case"] is None:
+        return (kept_writes(len(write_steps(p)), p["purge_write"]) + 4) * bytes_per_write(p)
+    plan = case_plan(p)
+    kept = kept_writes(plan.writes, plan.purge)
+    return plan.size * p["ensemble"] + (kept + 3) * plan.bytes_per_write(p["ranks"], p["ensemble"])
 
 
 def tasks(params: dict) -> int:
@@ -270,7 +327,178 @@ def tasks(params: dict) -> int:
 def runtime_s(params: dict) -> float:
     """A generous guess: 20 us per cell and iteration on one core, plus start-up."""
     p = with_defaults(params)
-    return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * p["ensemble"]
+    if p["case"] is None:
+        return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * p["ensemble"]
+    plan = case_plan(p)
+    return 60 + 20e-6 * plan.cells * plan.estimated_steps * p["ensemble"]
+
+
+# ------------------------------------------------------------------ a case of the user's
+
+
+@dataclass(frozen=True)
+class CasePlan:
+    """How a point runs a user's case: what it reads of the case, what the study overrides."""
+
+    folder: Path
+    application: str
+    #: time steps the run must do; None: as many as the case takes (it adjusts its time step)
+    steps: int | None
+    #: its time steps, known or estimated (endTime - start) / deltaT (for the time limit)
+    estimated_steps: int
+    start: Decimal | None
+    #: which steps write: ("timeStep", n), ("runTime", interval) or ("none", None)
+    write: tuple[str, Decimal | None]
+    #: writes of one run
+    writes: int
+    purge: int | None
+    write_format: str
+    #: controlDict entries the study overrides (name -> value)
+    entries: dict
+    cells: int
+    #: values a write holds per cell (the start time's fields, and phi)
+    values_per_cell: int
+    #: bytes of the case as it is (each member's copy)
+    size: int
+    needs_mesh: bool
+
+    def bytes_per_write(self, ranks: int, ensemble: int) -> int:
+        per_value = BYTES_PER_VALUE.get(self.write_format, BYTES_PER_VALUE["ascii"])
+        one = self.cells * self.values_per_cell * per_value + ranks * BYTES_PER_RANK_WRITE
+        return one * ensemble
+
+
+def case_plan(p: dict) -> CasePlan:
+    """Read the case and apply the study's overrides; ValueError (one line) where the case
+    cannot run here or what an estimate needs cannot be known before the run."""
+    folder = foamcase.case_folder(p["case"])
+    problem = foamcase.case_problem(folder) or foamcase.mesh_problem(folder)
+    if problem:
+        raise ValueError(problem)
+    control = foamcase.read_control(folder)
+    if not control.application:
+        raise ValueError(f"case {folder}: its controlDict names no application (e.g. simpleFoam)")
+    start = foamcase.start_time(folder, control)
+    entries: dict = {}
+    steps = case_steps(p, folder, control, start, entries)
+    write = case_writes(p, folder, control, steps, entries)
+    writes = count_writes(write, steps, control, start)
+    if writes is None:
+        why = (
+            "adjusts its time step"
+            if control.adjusts_time_step
+            else "computes its endTime or deltaT as OpenFOAM reads it (#calc, an #include)"
+        )
+        raise ValueError(
+            f"case {folder} {why}: how many times it writes with writeControl "
+            f"{control.write_control} is known only once it ran; give steps (a fixed time step)"
+        )
+    if p["purge_write"] != OWN:
+        entries["purgeWrite"] = p["purge_write"]
+    if p["write_format"] != OWN:
+        entries["writeFormat"] = p["write_format"]
+    cells = foamcase.cells(folder)
+    if not cells:
+        raise ValueError(
+            f"case {folder}: the cells of its blockMeshDict are computed as OpenFOAM reads it; "
+            "run blockMesh in the case first, so that its mesh says how many there are"
+        )
+    estimated = steps or own_estimate(control, start)
+    return CasePlan(
+        folder=folder,
+        application=control.application,
+        steps=steps,
+        estimated_steps=estimated,
+        start=start,
+        write=write,
+        writes=writes,
+        purge=p["purge_write"] if p["purge_write"] != OWN else control.purge_write,
+        write_format=p["write_format"] if p["write_format"] != OWN else control.write_format,
+        entries=entries,
+        cells=cells,
+        values_per_cell=foamcase.values_per_cell(folder, _time_name(start)),
+        size=foamcase.size_bytes(folder),
+        needs_mesh=not foamcase.has_mesh(folder),
+    )
+
+
+def case_steps(p: dict, folder: Path, control, start, entries: dict) -> int | None:
+    """The run's time steps; a study's ``steps`` sets endTime at a fixed time step."""
+    if p["steps"] == OWN:
+        steps = foamcase.own_steps(control, start)
+    else:
+        steps = p["steps"]
+        if start is None or control.delta_t is None:
+            raise ValueError(
+                f"case {folder}: its startTime or deltaT is computed as OpenFOAM reads it, so "
+                f"steps {steps} cannot set its endTime; write them as numbers, or leave steps out"
+            )
+        entries.update(stopAt="endTime", endTime=_decimal_value(start + steps * control.delta_t))
+        if control.adjusts_time_step:
+            entries["adjustTimeStep"] = False
+    if steps is not None:
+        check_measured_steps(steps, p["warmup_steps"])
+    return steps
+
+
+def case_writes(p: dict, folder: Path, control, steps: int | None, entries: dict) -> tuple:
+    """Which steps write: the study's write_interval (time steps), or the case's own."""
+    interval = p["write_interval"]
+    if interval == "none":
+        entries.update(writeControl="timeStep", writeInterval=(steps or NO_WRITE_STEPS) + 1)
+        return ("none", None)
+    if interval != OWN:
+        if steps is not None and interval > steps:
+            raise ValueError(
+                f"write_interval {interval} is longer than the run (steps {steps}): "
+                "no time step would write"
+            )
+        entries.update(writeControl="timeStep", writeInterval=interval)
+        return ("timeStep", Decimal(interval))
+    kind, every = control.write_control, control.write_interval
+    if kind in foamcase.WALL_CLOCK_CONTROLS:
+        raise ValueError(
+            f"case {folder} writes by writeControl {kind}: its write times follow the "
+            "machine's speed, so no two tiers would write alike; give write_interval"
+        )
+    if kind not in foamcase.RUN_TIME_CONTROLS | {"timeStep"} or every is None or every <= 0:
+        raise ValueError(
+            f"case {folder}: its writeControl {kind} / writeInterval cannot be read before "
+            "the run; give write_interval"
+        )
+    return ("timeStep" if kind == "timeStep" else "runTime", every)
+
+
+def count_writes(write: tuple, steps: int | None, control, start) -> int | None:
+    """Writes of one run, or None where only the run can tell."""
+    kind, every = write
+    if kind == "none":
+        return 0
+    if kind == "timeStep":
+        return steps // int(every) if steps is not None else None
+    if control.end_time is None or start is None or control.stop_at != "endTime":
+        return None
+    return int((control.end_time - start) / every)
+
+
+def own_estimate(control, start) -> int:
+    """The case's time steps for a time limit: (endTime - start) / its first deltaT, which
+    an adjusted time step outgrows; 1000 where that cannot be read."""
+    if None in (control.end_time, start, control.delta_t) or not control.delta_t > 0:
+        return 1000
+    return max(1, int((control.end_time - start) / control.delta_t))
+
+
+def _decimal_value(number: Decimal) -> int | float:
+    """A time for a dictionary: whole numbers as integers, others as the shortest float."""
+    return int(number) if number == number.to_integral_value() else float(number)
+
+
+def _time_name(number: Decimal | None) -> str | None:
+    """The folder name of a time (``0``, ``0.5``) as OpenFOAM's general format writes it."""
+    if number is None:
+        return None
+    return str(_decimal_value(number))
 
 
 # ------------------------------------------------------------------ the log
@@ -341,21 +569,69 @@ def parse_iterations(text: str) -> list[Iteration]:
     return found
 
 
-def check_log(text: str, steps: int) -> list[Iteration]:
-    """The iterations of a finished run; PointFailed when it failed or was cut short."""
+def check_log(
+    text: str, steps: int | None, solver: str = "simpleFoam", numbered: bool = True
+) -> list[Iteration]:
+    """The time steps of a finished run; PointFailed when it failed or was cut short.
+
+    ``steps`` None: as many as the run took (a case that adjusts its time
+    step). ``numbered``: the time names are the iterations 1..steps (the duct:
+    deltaT 1 from 0); a case's are its simulated times (``0.005``, ...).
+    """
     reason = fatal_error(text)
     if reason:
-        raise PointFailed(f"simpleFoam: {reason}")
+        raise PointFailed(f"{solver}: {reason}")
     iterations = parse_iterations(text)
-    if len(iterations) != steps or not re.search(r"^End\s*$", text, re.MULTILINE):
+    ended = re.search(r"^End\s*$", text, re.MULTILINE)
+    if not ended or (steps is not None and len(iterations) != steps):
         done = f"after iteration {iterations[-1].time}" if iterations else "before iteration 1"
-        raise PointFailed(
-            f"simpleFoam's log ends {done} of {steps}, without 'End' (killed or crashed)"
-        )
+        of = f" of {steps}" if steps is not None else ""
+        raise PointFailed(f"{solver}'s log ends {done}{of}, without 'End' (killed or crashed)")
     names = [it.time for it in iterations]
-    if names != [str(i) for i in range(1, steps + 1)]:
-        raise PointFailed(f"simpleFoam ran iterations {names[0]}..{names[-1]}, not 1..{steps}")
+    if numbered and names != [str(i) for i in range(1, len(names) + 1)]:
+        raise PointFailed(f"{solver} ran iterations {names[0]}..{names[-1]}, not 1..{steps}")
+    if len(iterations) < 2:
+        raise PointFailed(f"{solver} ran {len(iterations)} time step(s): none can be timed")
     return iterations
+
+
+def last_lines(text: str, count: int = 3) -> str:
+    """The solver's last lines, for a failed point's reason: its own words, not the stack
+    trace of a crash (``#0 ...``) nor what the launcher adds (Open MPI's messages framed
+    by lines of dashes, ``srun:`` lines)."""
+    kept, framed = [], False
+    for raw in text.splitlines():
+        line = _strip_ranks(raw)
+        if re.match(r"^-{10,}$", line):
+            framed = not framed
+            continue
+        if line and not framed and not re.match(r"^(#\d+\s|srun: )", line):
+            kept.append(line)
+    return " | ".join(line[:200] for line in kept[-count:]) or "no output"
+
+
+def writing_steps(rule: tuple, iterations: list[Iteration], start: Decimal) -> list[int]:
+    """The steps (1 = the run's first) that wrote, as OpenFOAM's Time decides.
+
+    ``("timeStep", n)``: every n-th step. ``("runTime", interval)``: the steps
+    whose write index ``(t - start + deltaT / 2) / interval`` (t and deltaT
+    from the log's time names) passes the last one, as v1912's Time does for
+    runTime and adjustableRunTime.
+    """
+    kind, every = rule
+    if kind == "none":
+        return []
+    if kind == "timeStep":
+        return [i for i in range(1, len(iterations) + 1) if i % int(every) == 0]
+    found, last, previous = [], 0, start
+    for i, iteration in enumerate(iterations, 1):
+        now = Decimal(iteration.time)
+        index = int((now - start + (now - previous) / 2) / every)
+        if index > last:
+            found.append(i)
+            last = index
+        previous = now
+    return found
 
 
 def step_times(iterations: list[Iteration], stamps: list[float]) -> list[tuple[int, float, float]]:
@@ -418,7 +694,7 @@ def step_statistics(
         stats["time_per_step_write"] = mean(wrote)
     if quiet:
         stats["time_per_step_nowrite"] = mean(quiet)
-    solves = {int(it.time): it.solves for it in iterations}
+    solves = {i: it.solves for i, it in enumerate(iterations, 1)}
     fitted = write_cost(
         [(wall, step in writing, solves.get(step, {})) for step, wall, _ in measured]
     )
@@ -510,12 +786,15 @@ def is_time_name(name: str) -> bool:
     return True
 
 
-def tree(root: Path) -> dict[str, int]:
+def tree(root: Path, everything: bool = False) -> dict[str, int]:
     """Every file (size in bytes) and folder (-1) the solver may write in, by writer.
 
     A parallel run writes in ``processor<N>/`` (uncollated) or
     ``processors<N>/`` (collated); a 1-rank run is serial and writes its time
-    folders in the case itself, listed as ``case/<time>/...``.
+    folders in the case itself, listed as ``case/<time>/...``. ``everything``
+    (a user's case): also the rest of the case, listed as ``other/...``, where
+    its function objects write (``postProcessing/``), but not the logs
+    (``log.*``) the workload writes itself.
     """
     tops = [(top, top.name) for top in sorted(root.glob("processor*")) if top.is_dir()]
     tops += [
@@ -524,6 +803,15 @@ def tree(root: Path) -> dict[str, int]:
         if top.is_dir() and is_time_name(top.name)
     ]
     found = {}
+    if everything:
+        listed = {top for top, _ in tops}
+        for top in sorted(root.iterdir()):
+            if top in listed or top.name.startswith("log."):
+                continue
+            if top.is_dir():
+                tops.append((top, f"{OTHER}/{top.name}"))
+            else:
+                found[f"{OTHER}/{top.name}"] = os.stat(top).st_size
     for top, label in tops:
         found[label + "/"] = -1
         for here, dirs, files in os.walk(top):
@@ -537,9 +825,10 @@ def tree(root: Path) -> dict[str, int]:
 
 
 def time_of(path: str) -> str | None:
-    """The time folder a path in a processor tree belongs to (``processor0/3/U`` -> ``3``)."""
+    """The time folder a path in a writer's tree belongs to (``processor0/3/U`` -> ``3``);
+    None for the rest of a case (``other/...``)."""
     parts = path.rstrip("/").split("/")
-    return parts[1] if len(parts) > 1 else None
+    return parts[1] if len(parts) > 1 and parts[0] != OTHER else None
 
 
 def counts(paths: dict[str, int]) -> dict[str, int]:
@@ -648,9 +937,16 @@ def _last_line(text: str) -> str:
 
 
 def handler_args(p: dict) -> list[str]:
-    """The file handler on the command line; collated writes unthreaded unless asked."""
-    if p["file_handler"] != "collated":
+    """The file handler on the command line; collated writes unthreaded unless asked.
+
+    The duct's uncollated runs give none (OpenFOAM's default); a case's give
+    the one the study asks for, since the case may set another, and none when
+    the study keeps the case's own (``case``).
+    """
+    if p["file_handler"] == OWN:
         return []
+    if p["file_handler"] != "collated":
+        return ["-fileHandler", "uncollated"] if p["case"] is not None else []
     return [
         "-fileHandler", "collated",
         "-opt-switch", f"maxThreadFileBufferSize={int(p['thread_buffer'])}",
@@ -674,11 +970,83 @@ def prepare(member: Member, p: dict, env: dict) -> dict:
     return times
 
 
-def solver_command(p: dict) -> list[str]:
-    return ["simpleFoam", *(["-parallel"] if parallel(p) else []), *handler_args(p)]
+def prepare_case(job: Job, member: Member, p: dict, plan: CasePlan, env: dict) -> dict:
+    """Copy the user's case into the member's folder, set what the study overrides, mesh
+    it if it has no mesh, decompose it; the preprocessing times (the copy's too)."""
+    began = time.perf_counter()
+    shutil.copytree(plan.folder, member.case)
+    times = {"copy": time.perf_counter() - began}
+    original = member.case / "0.orig"
+    if not (member.case / "0").exists() and original.is_dir():
+        shutil.copytree(original, member.case / "0")  # as the tutorials' restore0Dir
+    if plan.entries:
+        foamcase.edit_control(member.case, plan.entries)
+    if plan.needs_mesh:
+        times["blockMesh"] = run_tool(["blockMesh"], member.case, "blockMesh", env)
+    if parallel(p):
+        times["decomposePar"] = decompose_case(job, member.case, p, env)
+    return times
 
 
-def start(job: Job, launcher: str, members: list[Member], p: dict, env: dict) -> None:
+def decompose_case(job: Job, case: Path, p: dict, env: dict) -> float:
+    """decomposePar with the case's own method for ``ranks``; where that fails here (Debian's
+    v1912 ships scotch, metis and kahip as stubs that stop with "dummy ... stub library"),
+    once more with ``simple``, slabs along x. The method used is in ``job.extra``."""
+    command = ["decomposePar", "-force", *handler_args(p)]
+    method = foamcase.decompose_for(case, p["ranks"])
+    try:
+        took = run_tool(command, case, "decomposePar", env)
+        job.extra["decomposition"] = {"method": method}
+    except PointFailed as error:
+        if method == "simple":
+            raise
+        foamcase.decompose_for(case, p["ranks"], "simple")
+        took = run_tool(command, case, "decomposePar", env)
+        job.extra["decomposition"] = {
+            "method": "simple",
+            "instead_of": method,
+            "because": str(error),
+        }
+    return took
+
+
+@dataclass(frozen=True)
+class Solver:
+    """What the members run and how their logs are read: the duct's simpleFoam, or the
+    application a case's controlDict names."""
+
+    name: str
+    #: time steps the run must do; None: as many as it takes (a case adjusting its time step)
+    steps: int | None
+    #: which steps write (:func:`writing_steps`)
+    write: tuple
+    start: Decimal
+    #: the log's time names are the iteration numbers (the duct)
+    numbered: bool
+    timeout_s: float
+    #: the run writes elsewhere than its time folders too (a case's function objects)
+    everything: bool
+
+
+def duct_solver(p: dict) -> Solver:
+    interval = write_interval(p)
+    write = ("none", None) if interval is None else ("timeStep", Decimal(interval))
+    return Solver("simpleFoam", p["steps"], write, Decimal(0), True, SOLVER_TIMEOUT_S, False)
+
+
+def case_solver(p: dict, plan: CasePlan) -> Solver:
+    timeout = max(SOLVER_TIMEOUT_S, 10 * runtime_s(p))
+    start = plan.start if plan.start is not None else Decimal(0)
+    return Solver(plan.application, plan.steps, plan.write, start, False, timeout, True)
+
+
+def solver_command(p: dict, solver: str = "simpleFoam") -> list[str]:
+    return [solver, *(["-parallel"] if parallel(p) else []), *handler_args(p)]
+
+
+def start(
+    job: Job, launcher: str, members: list[Member], p: dict, env: dict, solver: Solver
+) -> None:
     """Start every member's solver back to back, each with its own MPI session folder.
 
     The output comes through a pipe so that each iteration's end is timestamped
@@ -693,7 +1061,7 @@ def start(job: Job, launcher: str, members: list[Member], p: dict, env: dict) ->
     origin = time.perf_counter()
     for member in members:
         member.command = launch_command(launcher, p["ranks"], p["ensemble"], local)
-        member.command += solver_command(p)
+        member.command += solver_command(p, solver.name)
         member.session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
         member_env = {**launch, **dict.fromkeys(SESSION_VARS, member.session)}
         member.started = time.perf_counter() - origin
@@ -707,20 +1075,19 @@ def start(job: Job, launcher: str, members: list[Member], p: dict, env: dict) ->
             )
         except FileNotFoundError:
             raise PointFailed(f"the mpi launcher {member.command[0]!r} is not installed") from None
+        log = member.case / f"log.{solver.name}"
         member.reader = threading.Thread(
-            target=tee,
-            args=(member.process.stdout, member.case / "log.simpleFoam", member.stamps, origin),
-            daemon=True,
+            target=tee, args=(member.process.stdout, log, member.stamps, origin), daemon=True
         )
         member.reader.start()
     job.extra["commands"] = [shlex.join(m.command) for m in members]
-    job.log(f"{len(members)} launch(es) of simpleFoam started back to back")
-    deadline = time.monotonic() + SOLVER_TIMEOUT_S
+    job.log(f"{len(members)} launch(es) of {solver.name} started back to back")
+    deadline = time.monotonic() + solver.timeout_s
     for member in members:
         try:
             member.process.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise PointFailed(f"simpleFoam ran longer than {SOLVER_TIMEOUT_S:.0f} s") from None
+            raise PointFailed(f"{solver.name} ran longer than {solver.timeout_s:.0f} s") from None
         member.ended = time.perf_counter() - origin
         member.reader.join()
 
@@ -741,52 +1108,65 @@ def stop(members: list[Member]) -> None:
             shutil.rmtree(member.session, ignore_errors=True)
 
 
-def member_result(job: Job, member: Member, p: dict, before: dict) -> dict:
-    text = (member.case / "log.simpleFoam").read_text(errors="replace")
+def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solver) -> dict:
+    """One member's statistics and what it wrote; PointFailed ending with the solver's
+    last lines where it failed."""
+    text = (member.case / f"log.{solver.name}").read_text(errors="replace")
     code = member.process.returncode
     try:
-        iterations = check_log(text, p["steps"])
+        iterations = check_log(text, solver.steps, solver.name, solver.numbered)
+        if code != 0:
+            raise PointFailed(f"{solver.name} exited with {code}")
     except PointFailed as error:
         job.log(f"member {member.index} log (end):\n{text[-2000:]}")
-        raise PointFailed(f"member {member.index}: {error}") from None
-    if code != 0:
-        raise PointFailed(f"member {member.index}: simpleFoam exited with {code}")
+        raise PointFailed(
+            f"member {member.index}: {error}; its last lines: {last_lines(text)}"
+        ) from None
     check_stamps(iterations, member.stamps)
     job.extra["openfoam_build"] = build_of(text)
-    writes = write_steps(p)
-    found = write_tree(before, tree(member.case), writes)
+    writes = writing_steps(solver.write, iterations, solver.start)
+    names = [iterations[step - 1].time for step in writes]
+    found = write_tree(before, tree(member.case, solver.everything), names)
     return {
         "steps": step_statistics(iterations, member.stamps, p["warmup_steps"], writes),
         "tree": found,
+        "writes": len(writes),
+        "time_steps": len(iterations),
         "started_s": round(member.started, 4),
         "ended_s": round(member.ended, 4),
     }
 
 
-def check_writes(results: list[dict], p: dict) -> None:
-    """The files the run must have made: none without writes, every write time's otherwise."""
-    kept_expected = len(write_steps(p))
-    if p["purge_write"]:
-        kept_expected = min(kept_expected, p["purge_write"])
+def check_writes(results: list[dict], purge: int | None, strict: bool = True) -> None:
+    """The files the run must have made: none without writes, every write time's otherwise.
+
+    ``purge`` None: not known (a case's own purgeWrite, computed as it is read):
+    the kept time folders are not checked. ``strict`` (the duct): every write
+    time holds the same tree.
+    """
     for i, r in enumerate(results):
         tree_ = r["tree"]
-        if write_interval(p) is None and (tree_["totals"]["files"] or tree_["totals"]["dirs"]):
+        written = tree_["totals"]["files"] + tree_["totals"]["dirs"]
+        if not r["writes"] and strict and written:
             raise PointFailed(
                 f"member {i} wrote {tree_['totals']['files']:.0f} files in a run without writes"
             )
-        if len(tree_["kept_times"]) != kept_expected:
+        kept_expected = min(r["writes"], purge) if purge else r["writes"]
+        if purge is not None and len(tree_["kept_times"]) != kept_expected:
             raise PointFailed(
                 f"member {i} kept time folders {tree_['kept_times']}, expected {kept_expected}"
             )
         counts = {(t["files"], t["dirs"]) for t in tree_["per_kept_time"].values()}
-        if len(counts) > 1:
+        if strict and len(counts) > 1:
             raise PointFailed(f"member {i} wrote different trees at different times: {counts}")
 
 
-def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
+def ensemble_metrics(results: list[dict]) -> list[dict]:
     """Ensemble means of the members' times; totals of bytes, files and folders.
 
-    Names and meanings are those of cfd_proxy where they agree.
+    Names and meanings are those of cfd_proxy where they agree. Per write:
+    per write time of one run (bytes: of all members together; files and
+    folders: of one writer, a rank's processor folder or the collated one).
     """
 
     def avg(key: str) -> float | None:
@@ -813,12 +1193,12 @@ def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
         metric("files_created", totals["files"], "files"),
         metric("dirs_created", totals["dirs"], "dirs"),
     ]
-    writes = len(write_steps(p))
+    writes = sum(r["writes"] for r in results)
     if writes:
-        writers = p["ranks"] if p["file_handler"] == "uncollated" else 1
-        per = writes * writers * len(results)
+        writers = len(per_rank_layout(results[0]["tree"]["sample"], False)["writers"])
+        per = writes * max(writers, 1)
         found += [
-            metric("bytes_per_write", totals["bytes"] / writes, "B"),
+            metric("bytes_per_write", totals["bytes"] * len(results) / writes, "B"),
             metric("files_per_write", totals["files"] / per, "files"),
             metric("dirs_per_write", totals["dirs"] / per, "dirs"),
         ]
@@ -853,40 +1233,43 @@ def run(job: Job) -> list[dict]:
     if problem:
         raise PointNotApplicable(f"{problem}: give tier {job.spec['tier']} a path without it")
     p = with_defaults(job.params)
+    plan = None
+    if p["case"] is not None:
+        try:
+            plan = case_plan(p)
+        except ValueError as error:  # checked when planned; the case changed since
+            raise PointFailed(str(error)) from None
+    solver = case_solver(p, plan) if plan else duct_solver(p)
+    job.folder.ensure_space(planned_bytes(p), job.max_bytes)
     launcher = job.spec.get("launcher") or DEFAULT_LAUNCHER
     env, how = openfoam_environment(job.spec.get("openfoam"))
     job.extra["openfoam_env"] = how
-    job.extra["openfoam_tools"] = find_tools(env, ("blockMesh", "decomposePar", "simpleFoam"))
-    job.folder.ensure_space(planned_bytes(p), job.max_bytes)
-    layout = mesh(p)
-    job.extra["mesh"] = layout
-    job.log(
-        f"{p['ensemble']} x simpleFoam on {p['ranks']} ranks, {p['cells_per_rank']} cells per "
-        f"rank (duct {layout['nx']} x {layout['ny']} x {layout['nz']}), {p['steps']} "
-        f"iterations, write interval {p['write_interval']}, {p['file_handler']}, "
-        f"{p['write_format']}, purgeWrite {p['purge_write']}; OpenFOAM: {how}"
-    )
+    job.extra["openfoam_tools"] = find_tools(env, ("blockMesh", "decomposePar", solver.name))
+    job.log(f"{p['ensemble']} x {solver.name} on {p['ranks']} ranks, {describe(p, plan)}; "
+            f"OpenFOAM: {how}")  # fmt: skip
     members = [Member(i, job.folder.path / f"member{i}") for i in range(p["ensemble"])]
-    preprocessing = [prepare(m, p, env) for m in members]
+    if plan is None:
+        job.extra["mesh"] = mesh(p)
+        preprocessing = [prepare(m, p, env) for m in members]
+    else:
+        job.extra["case"] = case_record(plan)
+        preprocessing = [prepare_case(job, m, p, plan, env) for m in members]
     job.extra["preprocessing_s"] = preprocessing
-    before = [tree(m.case) for m in members]
+    before = [tree(m.case, solver.everything) for m in members]
     try:
-        start(job, launcher, members, p, env)
-        results = [member_result(job, m, p, b) for m, b in zip(members, before, strict=True)]
+        start(job, launcher, members, p, env, solver)
+        results = [
+            member_result(job, m, p, b, solver) for m, b in zip(members, before, strict=True)
+        ]
     finally:
         stop(members)
-    check_writes(results, p)
+    check_writes(results, plan.purge if plan else p["purge_write"], strict=plan is None)
     job.extra["members"] = results
-    job.extra["write_tree"] = per_rank_layout(
-        results[0]["tree"]["sample"], p["file_handler"] == "collated"
-    )
+    sample = results[0]["tree"]["sample"]
+    collated = any(path.startswith("processors") for path in sample)
+    job.extra["write_tree"] = per_rank_layout(sample, collated)
     job.extra["overlap"] = overlap(results)
-    metrics = ensemble_metrics(results, p)
-    metrics.append(metric("blockmesh_time", mean(t["blockMesh"] for t in preprocessing), "s"))
-    if parallel(p):
-        metrics.append(
-            metric("decompose_time", mean(t["decomposePar"] for t in preprocessing), "s")
-        )
+    metrics = ensemble_metrics(results) + preprocessing_metrics(preprocessing)
     job.log(
         "per step "
         + ", ".join(f"{m['metric']}={m['value']:.4g}" for m in metrics if m["unit"] == "s")
@@ -894,9 +1277,60 @@ def run(job: Job) -> list[dict]:
     return metrics
 
 
+def describe(p: dict, plan: CasePlan | None) -> str:
+    """The point in one line of the job's log."""
+    if plan is None:
+        layout = mesh(p)
+        return (
+            f"{p['cells_per_rank']} cells per rank (duct {layout['nx']} x {layout['ny']} x "
+            f"{layout['nz']}), {p['steps']} iterations, write interval {p['write_interval']}, "
+            f"{p['file_handler']}, {p['write_format']}, purgeWrite {p['purge_write']}"
+        )
+    steps = plan.steps if plan.steps is not None else "the case's own"
+    return (
+        f"case {plan.folder} ({plan.cells} cells), {steps} time steps, writes {plan.write[0]} "
+        f"{plan.write[1] if plan.write[1] is not None else ''}, {plan.write_format}, "
+        f"purgeWrite {plan.purge}; controlDict set: {plan.entries or 'nothing'}"
+    )
+
+
+def case_record(plan: CasePlan) -> dict:
+    """What the job's record says of the case it ran."""
+    return {
+        "folder": str(plan.folder.resolve()),
+        "application": plan.application,
+        "cells": plan.cells,
+        "steps": plan.steps,
+        "write": [plan.write[0], None if plan.write[1] is None else str(plan.write[1])],
+        "controlDict_set": {
+            k: v if not isinstance(v, Decimal) else str(v) for k, v in plan.entries.items()
+        },
+        "size_bytes": plan.size,
+        "meshed_here": plan.needs_mesh,
+    }
+
+
+def preprocessing_metrics(preprocessing: list[dict]) -> list[dict]:
+    """The times of what ran before the solver, each member's mean: the case's copy onto
+    the tier, blockMesh, decomposePar (a step that did not run has no metric)."""
+    names = {"copy": "case_copy_time", "blockMesh": "blockmesh_time"}
+    names["decomposePar"] = "decompose_time"
+    return [
+        metric(name, mean(t[step] for t in preprocessing), "s")
+        for step, name in names.items()
+        if step in preprocessing[0]
+    ]
+
+
+#: where Debian's openfoam-examples installs the tutorial cases
+TUTORIALS = "/usr/share/doc/openfoam-examples/examples"
+
 WORKLOAD = Workload(
     name="openfoam",
-    summary="the real OpenFOAM (simpleFoam, kOmegaSST) on a generated duct: ranks x steps, writes",
+    summary=(
+        "the real OpenFOAM (simpleFoam, kOmegaSST) on a generated duct, or a case of your own "
+        "(case): ranks x steps, writes"
+    ),
     run=run,
     family="cfd",
     env="openfoam",
@@ -904,6 +1338,8 @@ WORKLOAD = Workload(
         Tool("simpleFoam", "openfoam", version=None),
         Tool("mpiexec", "openmpi-bin"),
     ),
+    packaged_paths=((TUTORIALS, "openfoam-examples"),),
+    headline=("time_per_step",),
     mpi=True,
     check_params=check_params,
     planned_bytes=planned_bytes,

@@ -68,6 +68,9 @@ def section(workload: Workload) -> str:
         )
         meaning = " ".join(str(spec.get("description", "")).split()).replace("|", "\\|")
         lines.append(f"| `{name}` | {kind(spec)} | {default} | {meaning} |")
+    for given, overrides in schema.get("defaults_with", {}).items():
+        changed = ", ".join(f"`{name}` {json.dumps(value)}" for name, value in overrides.items())
+        lines += ["", f"With `{given}` given, the defaults are: {changed}."]
     if schema.get("notes"):
         lines += ["", str(schema["notes"]).strip()]
     return "\n".join(lines)
