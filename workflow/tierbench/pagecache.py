@@ -182,12 +182,14 @@ def _cfd(workload: str):
 
 
 def _fe(workload: str):
-    """fe_proxy and calculix: each evaluation's folder, written buffered, deleted after it."""
+    """fe_proxy and calculix: each evaluation's folder, written buffered, deleted after it;
+    calculix's run of a user's deck, written buffered too."""
 
     def rule(params: dict, limits: dict | None) -> dict:
         if str(params.get("fsync", "none")) != "none":
             return _result(DEVICE, f"{workload} fsyncs its output (fsync: {params['fsync']})")
-        what = f"{workload} buffered output (no fsync) of the evaluations at once"
+        whose = "its deck's run" if params.get("deck") else "the evaluations at once"
+        what = f"{workload} buffered output (no fsync) of {whose}"
         return _buffered_write(what, _planned_bytes(workload, params), limits)
 
     return rule

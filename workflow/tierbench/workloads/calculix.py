@@ -1,5 +1,9 @@
 """calculix: document 000's optimisation with the real solver, CalculiX's ``ccx``.
 
+With a ``deck``, a point runs the user's own input deck instead, once per
+repetition (:mod:`tierbench.workloads.calculix_deck`); without one, the
+optimisation below.
+
 The same genetic algorithm as ``fe_proxy`` (``ga``: population, generations,
 elite, seed; the evaluations of a generation on ``cores`` worker processes)
 fits the same parameters (E, yield stress, Voce saturation stress; same
@@ -84,7 +88,7 @@ from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..matrix import complete
 from ..records import metric
 from ..runner import Job
-from . import Tool, Workload, fe_model, fe_proxy, ga
+from . import Tool, Workload, calculix_deck, fe_model, fe_proxy, ga
 
 #: the fitted parameters, their bounds, units and true values: fe_proxy's, for a fair comparison
 BOUNDS = fe_proxy.BOUNDS
@@ -95,13 +99,22 @@ JOB = "job"
 INSTALL_HINT = (
     "install CalculiX (Debian: apt-get install calculix-ccx) or load a site module providing ccx"
 )
-#: single-threaded ccx: OpenMP and CalculiX's own thread counts
-SOLVER_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "CCX_NPROC_EQUATION_SOLVER": "1",
-    "CCX_NPROC_STIFFNESS": "1",
-    "CCX_NPROC_RESULTS": "1",
-}
+#: ccx's threads: OpenMP's and CalculiX's own counts
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "CCX_NPROC_EQUATION_SOLVER",
+    "CCX_NPROC_STIFFNESS",
+    "CCX_NPROC_RESULTS",
+)
+
+
+def solver_env(threads: int) -> dict[str, str]:
+    """The environment that gives ccx ``threads`` threads."""
+    return dict.fromkeys(THREAD_VARIABLES, str(threads))
+
+
+#: the GA's ccx runs single-threaded
+SOLVER_ENV = solver_env(1)
 #: points of the *PLASTIC table, from zero plastic strain to PLASTIC_RANGE x max_strain
 PLASTIC_POINTS = 16
 PLASTIC_RANGE = 5.0
@@ -173,7 +186,13 @@ def settings(params: dict) -> Settings:
 
 
 def check_params(params: dict) -> None:
-    """The rule the schema cannot state: elite below population."""
+    """The rules the schema cannot state: a deck ccx can read (and the files it includes),
+    or, for the GA, elite below population."""
+    if params.get("deck") is not None:
+        calculix_deck.check_params(params)
+        return
+    if params.get("output_bytes") is not None:
+        raise ValueError("output_bytes is what ccx writes for a deck: give it with deck only")
     if params["elite"] >= params["population"]:
         raise ValueError(
             f"elite must be smaller than population (got {params['elite']} >= "
@@ -182,7 +201,7 @@ def check_params(params: dict) -> None:
 
 
 def threads(params: dict) -> int:
-    """One worker process (one single-threaded ccx) per core."""
+    """One worker process (one single-threaded ccx) per core; with a deck, ccx's threads."""
     return int(params["cores"])
 
 
@@ -589,7 +608,10 @@ def evaluation_bytes(model: Model) -> int:
 
 
 def planned_bytes(params: dict) -> int:
-    """Bytes on the tier at once: one analysis per worker, and the target run before them."""
+    """Bytes on the tier at once: one analysis per worker, and the target run before them;
+    with a deck, its copy and what ccx is expected to write (calculix_deck.planned_bytes)."""
+    if params.get("deck") is not None:
+        return calculix_deck.planned_bytes(params)
     config = settings(params)
     return config.cores * evaluation_bytes(config.model)
 
@@ -612,11 +634,14 @@ def run(job: Job) -> list[dict]:
     if shutil.which(CCX) is None:
         raise PointSkipped(f"{CCX} is not on PATH: {INSTALL_HINT}")
     cpus = fe_proxy.available_cpus()
+    own_deck = job.params.get("deck") is not None
     if config.cores > cpus and not config.oversubscribe:
         raise PointSkipped(
-            f"cores={config.cores} is more than the {cpus} CPUs this job may use; "
-            "set oversubscribe: true to run more workers than cores"
+            f"cores={config.cores} is more than the {cpus} CPUs this job may use; set "
+            f"oversubscribe: true to run more {'threads' if own_deck else 'workers'} than cores"
         )
+    if own_deck:
+        return calculix_deck.run(job, solver_env(config.cores))
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
     model = config.model
     job.log(
@@ -654,7 +679,8 @@ def run(job: Job) -> list[dict]:
 
 WORKLOAD = Workload(
     name="calculix",
-    summary="document 000's GA with the real solver: every evaluation one CalculiX (ccx) analysis",
+    summary="document 000's GA with the real solver: every evaluation one CalculiX (ccx) "
+    "analysis; or ccx on the user's own deck",
     run=run,
     family="fe",
     env="calculix",
@@ -663,4 +689,5 @@ WORKLOAD = Workload(
     planned_bytes=planned_bytes,
     creates_files=True,
     threads=threads,
+    headline=("wall_time",),
 )
