@@ -1,0 +1,364 @@
+"""openfoam with a case of the user's: dictionaries in other styles, bad input, real
+tutorials (steady and transient), and the example study end to end."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, job_spec
+from tierbench import foamcase, matrix, needs, preflight
+from tierbench.answer import answers
+from tierbench.errors import ConfigError
+from tierbench.runner import run_job
+from tierbench.workloads import openfoam, registry
+
+TUTORIALS = Path(openfoam.TUTORIALS)
+CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
+PIMPLE_PITZ = TUTORIALS / "incompressible/pimpleFoam/RAS/pitzDaily"
+EXAMPLE = "config/studies/examples/openfoam_case.yaml"
+HEADER = "FoamFile { version 2.0; format ascii; class dictionary; object %s; }\n"
+
+#: a controlDict as someone else writes one: an #include, macros, #calc, a block comment
+#: and a function object that both name writeInterval, an entry over two lines, a regex key
+STYLED_CONTROL = (
+    HEADER % "controlDict"
+    + """
+#include "../constant/runParameters"   // purgeWrite comes from here
+tEnd    0.4;
+dt      0.002;
+
+application icoFoam;   // the solver
+startFrom startTime; startTime 0;
+stopAt    endTime;
+endTime   $tEnd;
+deltaT    #calc "$dt*0.5";
+/* an old setting
+writeInterval 99;
+*/
+writeControl
+    timeStep;
+writeInterval 20 ;
+writeFormat ascii;
+"(probe|sample).*" { };
+functions
+{
+    probes { type probes; writeControl timeStep; writeInterval 5; fields (p); }
+}
+"""
+)
+
+
+def styled_case(root: Path) -> Path:
+    case = root / "styled"
+    (case / "system").mkdir(parents=True)
+    (case / "constant").mkdir()
+    (case / "system/controlDict").write_text(STYLED_CONTROL)
+    (case / "constant/runParameters").write_text("purgeWrite 3;\n")
+    return case
+
+
+def changed_lines(before: str, after: str) -> tuple[set, set]:
+    old, new = set(before.splitlines()), set(after.splitlines())
+    return old - new, {line.strip() for line in new - old if line.strip()}
+
+
+# ------------------------------------------------------------------ dictionaries
+
+
+def test_a_controlDict_in_another_style_is_read_as_openfoam_reads_it(tmp_path):
+    control = foamcase.read_control(styled_case(tmp_path))
+    assert control.application == "icoFoam"
+    assert control.end_time == Decimal("0.4")  # $tEnd, a macro of the same dictionary
+    assert control.delta_t is None  # #calc: only OpenFOAM knows it before the run
+    # neither the commented-out 99 nor the function object's 5
+    assert control.write_control == "timeStep" and control.write_interval == 20
+
+
+def test_editing_changes_only_the_entries_it_sets(tmp_path):
+    case = styled_case(tmp_path)
+    before = (case / foamcase.CONTROL).read_text()
+    foamcase.edit_control(case, {"endTime": 0.01, "writeInterval": 2, "adjustTimeStep": False})
+    after = (case / foamcase.CONTROL).read_text()
+    removed, added = changed_lines(before, after)
+    assert removed == {"endTime   $tEnd;", "writeInterval 20 ;"}
+    assert added == {"endTime 0.01;", "writeInterval 2;", "adjustTimeStep no;"}
+    for kept in ('#include "../constant/runParameters"', "writeInterval 99;", "writeInterval 5"):
+        assert kept in after
+    control = foamcase.read_control(case)
+    assert control.end_time == Decimal("0.01") and control.write_interval == 2
+
+
+def test_a_gzipped_dictionary_is_read_and_unpacked_to_be_edited(tmp_path):
+    case = styled_case(tmp_path)
+    plain = case / foamcase.CONTROL
+    with gzip.open(f"{plain}.gz", "wt") as packed:
+        packed.write(plain.read_text())
+    plain.unlink()
+    assert foamcase.case_problem(case) is None
+    assert foamcase.read_control(case).application == "icoFoam"
+    foamcase.edit_control(case, {"endTime": 1})
+    assert plain.is_file() and not Path(f"{plain}.gz").exists()
+    assert foamcase.read_control(case).end_time == 1
+
+
+def decompose_dict(case: Path, body: str) -> Path:
+    (case / "system").mkdir(parents=True, exist_ok=True)
+    path = case / foamcase.DECOMPOSE
+    path.write_text(HEADER % "decomposeParDict" + body)
+    return path
+
+
+@pytest.mark.parametrize(
+    "body, ranks, method, n",
+    [
+        # a hierarchical n for 8 ranks, cut for 2: (2 1 1); the comment and spacing stay
+        ("numberOfSubdomains 8;\nmethod  hierarchical; // 8 nodes\ncoeffs { n (4 2 1); }\n",
+         2, "hierarchical", [2, 1, 1]),
+        # an n that already fits is the case's own
+        ("numberOfSubdomains 4;\nmethod simple;\nsimpleCoeffs\n{\n  n (2 2 1);\n}\n",
+         4, "simple", [2, 2, 1]),
+        # a graph method keeps its own settings; it has no n
+        ("numberOfSubdomains 16;\nmethod scotch;\n", 2, "scotch", None),
+    ],
+)  # fmt: skip
+def test_decomposition_keeps_the_cases_method_for_ranks(tmp_path, body, ranks, method, n):
+    path = decompose_dict(tmp_path, body)
+    assert foamcase.decompose_for(tmp_path, ranks) == method
+    d = foamcase.open_dictionary(path)
+    assert d["numberOfSubdomains"] == ranks and d["method"] == method
+    coeffs = "coeffs" if "coeffs" in d else f"{method}Coeffs"
+    assert (d[coeffs]["n"] if coeffs in d else None) == n
+    if "// 8 nodes" in body:
+        assert "// 8 nodes" in path.read_text()
+
+
+def test_decomposition_falls_back_to_simple_or_writes_its_own(tmp_path):
+    path = decompose_dict(tmp_path, "numberOfSubdomains 16;\nmethod scotch;\n")
+    assert foamcase.decompose_for(tmp_path, 3, "simple") == "simple"
+    d = foamcase.open_dictionary(path)
+    assert d["method"] == "simple" and d["simpleCoeffs"]["n"] == [3, 1, 1]
+    bare = tmp_path / "bare"
+    (bare / "system").mkdir(parents=True)
+    assert foamcase.decompose_for(bare, 2) == "simple"
+    assert foamcase.open_dictionary(bare / foamcase.DECOMPOSE)["simpleCoeffs"]["n"] == [2, 1, 1]
+
+
+def test_cells_are_counted_from_blocks_with_macros_or_not_at_all(tmp_path):
+    (tmp_path / "system").mkdir()
+    block = tmp_path / foamcase.BLOCK_MESH
+    blocks = "blocks ( hex (0 1 2 3 4 5 6 7) fluid ($nx 10 1) simpleGrading (1 1 1) );\n"
+    block.write_text(HEADER % "blockMeshDict" + "nx 20;\n" + blocks)
+    assert foamcase.cells(tmp_path) == 200
+    block.write_text(HEADER % "blockMeshDict" + 'nx #calc "4*5";\n' + blocks)
+    assert foamcase.cells(tmp_path) is None
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def point(case, **given) -> dict:
+    return matrix.complete("openfoam", {"case": str(case), "ranks": 1, **given})
+
+
+def check(params: dict) -> None:
+    matrix.check_point("openfoam", {k: v for k, v in params.items() if v is not None}, "s.e[p]")
+
+
+def test_with_a_case_the_settings_a_study_leaves_out_are_the_cases_own():
+    p = point("/somewhere", steps=10)
+    assert p["steps"] == 10
+    assert {p[k] for k in ("write_interval", "file_handler", "write_format", "purge_write")} == {
+        "case"
+    }
+    assert matrix.complete("openfoam", {})["write_interval"] == 1  # the duct's, as before
+    with pytest.raises(ValueError, match="'case' keeps a case's own setting, and no case"):
+        openfoam.check_params(matrix.complete("openfoam", {"steps": "case"}))
+
+
+def test_a_folder_without_controlDict_stops_the_study_in_one_line(tmp_path):
+    (tmp_path / "constant").mkdir()
+    with pytest.raises(ConfigError) as error:
+        check({"case": str(tmp_path), "ranks": 1})
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("s.e[p]: case ")
+    assert "has no system/controlDict: give the case's top folder" in message
+    with pytest.raises(ConfigError, match="is not a folder"):
+        check({"case": str(tmp_path / "missing"), "ranks": 1})
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"blockMeshDict": None}, "has no mesh (constant/polyMesh) and no system/blockMeshDict"),
+        ({"writeControl": "clockTime"}, "writes by writeControl clockTime"),
+        ({"adjustTimeStep": True}, "adjusts its time step"),
+        ({"application": None}, "names no application"),
+    ],
+)
+def test_a_case_that_cannot_run_or_be_planned_says_why(tmp_path, edit, message):
+    case = tmp_path / "cavity"
+    shutil.copytree(CAVITY if CAVITY.is_dir() else styled_case(tmp_path), case)
+    (case / "system/blockMeshDict").touch()
+    if "blockMeshDict" in edit:
+        (case / "system/blockMeshDict").unlink()
+    entries = {k: v for k, v in edit.items() if k != "blockMeshDict" and v is not None}
+    foamcase.edit_control(case, entries)
+    if edit.get("application", "") is None:
+        text = (case / foamcase.CONTROL).read_text()
+        (case / foamcase.CONTROL).write_text(text.replace("application", "// application"))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        openfoam.check_params(point(case))
+
+
+def test_a_case_larger_than_max_bytes_is_caught_by_the_preflight(tmp_path):
+    case = styled_case(tmp_path)
+    foamcase.edit_control(case, {"deltaT": 0.001})
+    blocks = "blocks ( hex (0 1 2 3 4 5 6 7) (10 10 1) simpleGrading (1 1 1) );"
+    (case / "system/blockMeshDict").write_text(HEADER % "blockMeshDict" + blocks)
+    big = case / "constant/boundaryData.bin"
+    big.write_bytes(b"\0" * 3_000_000)
+    params = point(case, steps=10, write_interval=5, ensemble=2)
+    planned = openfoam.planned_bytes(params)
+    assert planned >= 2 * 3_000_000  # every member's copy of the case
+    tier = tmp_path / "tier"
+    spec = {
+        "points": [{"workload": "openfoam", "tier": "small", "params": params}],
+        "tiers": {"small": {"path": str(tier), "class": "disk", "max_bytes": 5_000_000}},
+        "safety_factor": 1.0,
+        "study": "s",
+    }
+    report = preflight.run_preflight(spec)
+    assert any("write more than max_bytes=" in w for w in report["warnings"]), report
+    record = run_job(job_spec("openfoam", tier, params, max_bytes=5_000_000), openfoam.run)
+    (failed,) = record["metrics"]
+    assert failed["status"] == "failed" and "more than the tier's max_bytes" in failed["reason"]
+
+
+def test_set_up_installs_the_tutorials_for_a_study_that_names_one():
+    study = matrix.load_yaml(REPO / EXAMPLE)
+    assert needs.tools_of(study["experiments"])[
+        str(TUTORIALS / "incompressible/simpleFoam/pitzDaily")
+    ] == ("openfoam-examples")
+    duct = [{"workload": "openfoam", "params": {"ranks": 2}}]
+    assert "openfoam-examples" not in needs.tools_of(duct).values()
+
+
+# ------------------------------------------------------------------ real tutorials
+
+
+@pytest.fixture(scope="module")
+def tutorials():
+    """The solvers and Debian's tutorial cases, or a skip outside CI (a failure in CI)."""
+    missing = [tool for tool in ("icoFoam", "pimpleFoam", "mpiexec") if not shutil.which(tool)]
+    missing += [] if CAVITY.is_dir() else ["openfoam-examples"]
+    if missing:
+        how = "apt-get install -y --no-install-recommends openfoam openfoam-examples openmpi-bin"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{', '.join(missing)} missing; in CI they must be installed: {how}")
+        pytest.skip(f"{', '.join(missing)} not installed ({how})")
+
+
+def new_tier(root: Path) -> Path:
+    tier = root / "tier"
+    tier.mkdir()
+    return tier
+
+
+def values(record: dict) -> dict:
+    for m in record["metrics"]:
+        assert m["status"] == "ok", m["reason"]
+    return {m["metric"]: m["value"] for m in record["metrics"]}
+
+
+def test_a_transient_case_in_another_style_runs_with_its_own_settings(tutorials, tmp_path):
+    """icoFoam's cavity with its controlDict rewritten in another style: 100 time steps of
+    0.005 s as the case says, writing every 20th, its time names 0.005, 0.01, ..."""
+    case = tmp_path / "cavity"
+    shutil.copytree(CAVITY, case)
+    (case / "constant/runParameters").write_text("writeCompression off;\n")
+    text = (case / foamcase.CONTROL).read_text()
+    text = text.replace(
+        "endTime         0.5;", '#include "../constant/runParameters"\ntEnd 0.5;\nendTime $tEnd;'
+    )
+    text = text.replace("writeInterval   20;", "writeInterval\n    20;  // every 0.1 s")
+    (case / foamcase.CONTROL).write_text(text)
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), point(case)), openfoam.run)
+    found = values(record)
+    (member,) = record["extra"]["members"]
+    assert member["time_steps"] == 100 and member["writes"] == 5
+    assert member["tree"]["kept_times"] == ["0.1", "0.2", "0.3", "0.4", "0.5"]
+    assert found["files_per_write"] == 6 and found["dirs_per_write"] == 3  # U p phi uniform/*
+    assert found["time_per_step"] > 0 and found["case_copy_time"] > 0
+    assert record["extra"]["case"]["controlDict_set"] == {}
+    assert "-parallel" not in record["extra"]["commands"][0]
+
+
+def test_an_adjusted_time_step_writes_where_openfoams_time_says(tutorials, tmp_path):
+    """pimpleFoam (adjustTimeStep yes, writeControl adjustable) on 2 ranks: its own time
+    steps, the writes worked out from the log's times, every one found on disk."""
+    case = tmp_path / "pitz"
+    shutil.copytree(PIMPLE_PITZ, case)
+    foamcase.edit_control(
+        case, {"endTime": 0.002, "writeInterval": 0.001, "startFrom": "startTime"}
+    )
+    params = point(case, ranks=2, purge_write=0)
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    (member,) = record["extra"]["members"]
+    assert member["steps"]["measured_steps"] == member["time_steps"] - 2  # warmup_steps 2
+    assert member["writes"] == 2 and member["tree"]["kept_times"] == ["0.001", "0.002"]
+    assert found["time_per_step_write"] > 0 and found["time_per_step_nowrite"] > 0
+    assert record["extra"]["decomposition"] == {"method": "simple"}
+
+
+def test_a_solver_that_fails_half_way_is_a_failed_point_with_its_last_lines(tutorials, tmp_path):
+    """The cavity at 40 times its time step diverges and stops on a floating point
+    exception after some 25 steps."""
+    case = tmp_path / "cavity"
+    shutil.copytree(CAVITY, case)
+    params = point(case, steps=50, write_interval="none")
+    foamcase.edit_control(case, {"deltaT": 0.2})
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    (failed,) = record["metrics"]
+    assert failed["status"] == "failed"
+    reason = failed["reason"]
+    assert reason.startswith("member 0: icoFoam: the solver stopped on a floating point")
+    assert "\n" not in reason and "#0" not in reason
+    assert reason.split("its last lines: ")[1].count(" | ") == 2
+    assert "Courant Number" in reason
+
+
+# ------------------------------------------------------------------ the example study
+
+
+@pytest.mark.e2e
+def test_example_study_ranks_the_tiers_for_a_tutorial_case(tutorials, pipeline):
+    # two repetitions without a warm-up: the least an interval is drawn from
+    config = ("scale=smoke", "repetitions=2", "warmup=False")
+    pipeline("-c2", "--configfile", EXAMPLE, "--config", *config)
+    study = pipeline.root / "results/testbox/example_openfoam_case"
+    summary = pd.read_csv(study / "summary.csv")
+    steps = summary[summary["metric"] == "time_per_step"]
+    assert set(steps["tier"]) == {"shm", "disk"} and set(steps["status"]) == {"ok"}
+    assert (steps["case"].str.endswith("simpleFoam/pitzDaily")).all()
+    results = pd.read_csv(study / "results.csv")
+    (answer,) = answers(results, registry())
+    assert answer.experiment == "pitzdaily" and answer.metric == "time_per_step"
+    assert {t.tier for t in answer.tiers} == {"shm", "disk"}
+    assert all(t.low <= t.speedup <= t.high for t in answer.tiers)
+    written = summary[summary["metric"] == "files_created"]
+    assert (written["median"] > 0).all()
+    report = (pipeline.root / "results/testbox/report.html").read_text()
+    assert 'class="answers"' in report and "pitzDaily tutorial" in report
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
