@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO, job_spec
-from tierbench import foamcase, matrix, needs, preflight
+from tierbench import fidelity, foamcase, matrix, needs, preflight
 from tierbench.answer import answers
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
@@ -240,6 +240,11 @@ def test_a_case_larger_than_max_bytes_is_caught_by_the_preflight(tmp_path):
     record = run_job(job_spec("openfoam", tier, params, max_bytes=5_000_000), openfoam.run)
     (failed,) = record["metrics"]
     assert failed["status"] == "failed" and "more than the tier's max_bytes" in failed["reason"]
+
+
+def test_a_case_is_never_compared_with_the_proxy_of_the_duct():
+    (pair,) = [pair for pair in fidelity.PAIRS if pair.real == "openfoam"]
+    assert "case" in pair.own_input
 
 
 def test_set_up_installs_the_tutorials_for_a_study_that_names_one():

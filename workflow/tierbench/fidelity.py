@@ -125,6 +125,7 @@ PAIRS = (
         imitates={"file_set": "v1912"},
         cost_metric="write_cost",
         compute=("time per step without writes", "time_per_step", "time_per_step_nowrite"),
+        own_input=("case",),
     ),
     Pair(
         proxy="fe_proxy",
