@@ -503,3 +503,33 @@ def test_an_undecided_shape_is_within_noise_and_not_part_of_the_region():
     shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,
              "write_format": "binary", "purge_write": 1}  # fmt: skip
     assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 5000}) is not None
+
+
+@pytest.mark.parametrize("scale", ["smoke", "default", "full"])
+def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
+    """config/studies/proxy_fidelity.yaml: each shape the proxy runs, the application runs too
+    (else fidelity compares nothing there), one factor at a time around the centre."""
+    import yaml
+    from conftest import REPO
+    from tierbench import matrix
+
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    study = matrix.load_study(REPO / "config/studies/proxy_fidelity.yaml", config)
+    tiers = matrix.resolve_tiers(config, REPO / "config/hardware", "/tmp")
+    points = matrix.expand_study(study, tiers, scale)
+    for pair in fidelity.PAIRS:
+
+        def shapes(workload, pair=pair):
+            return {
+                (p.tier, tuple(fidelity._norm(p.params.get(k)) for k in pair.shape))
+                for p in points
+                if p.workload == workload
+            }
+
+        proxy, real = shapes(pair.proxy), shapes(pair.real)
+        assert proxy and proxy == real, (pair.proxy, proxy ^ real)
+    proxies = [p for p in points if p.workload == "cfd_proxy"]
+    writing = [p for p in proxies if p.params["write_interval"] != "none"]
+    cfd = {tuple(fidelity._norm(p.params.get(k)) for k in fidelity.PAIRS[0].shape) for p in writing}
+    # the centre, two cell counts, one rank (and 4 at full), every step, ascii, collated
+    assert len(cfd) == (8 if scale == "full" else 7)
