@@ -43,6 +43,15 @@ with and without) in the order ``harness.rotated`` gives; the first round is
 a warm-up, not counted. The ratio is taken per round, then its median; a
 round where the application's cost is not above zero (noise larger than the
 cost) gives no ratio and is counted in the detail. Goal: 0.9-1.1.
+
+The sweep (full mode only; hours on 2 cores): the study
+``config/studies/proxy_fidelity.yaml`` at default scale, proxy and application
+at shapes one factor at a time around a centre (cells per rank over two
+decades, ranks, a write every step, ascii, collated; FE elements and
+increments over a decade), on every tier of the default config. Its
+``fidelity.json`` gives a row per proxy: the share of its shapes that are
+faithful (goal: all), and a row per shape and tier: the I/O cost per write,
+proxy / application, with its interval and the shape's verdict.
 """
 
 from __future__ import annotations
@@ -57,7 +66,18 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from harness import REPO, TIER, failed_row, log, rotated, row
+from harness import (
+    REPO,
+    TIER,
+    at_least,
+    copy_pipeline,
+    failed_row,
+    log,
+    rotated,
+    row,
+    skipped_row,
+    snakemake,
+)  # fmt: skip
 from tierbench import intervals
 from tierbench.matrix import complete
 from tierbench.rundir import RunFolder
@@ -342,6 +362,63 @@ def estimate_row(kind: str, name: str, size: dict, outcome: dict, goal) -> dict:
     return out
 
 
+#: the sweep's study, and the machine name of its results folder in the scratch copy
+SWEEP_STUDY = "config/studies/proxy_fidelity.yaml"
+SWEEP_MACHINE = "bench"
+SWEEP_TIMEOUT = 6 * 3600
+
+
+def sweep_rows(scratch: Path, goal) -> list[dict]:
+    """The sweep study's fidelity per proxy: shapes faithful, and each shape's I/O cost."""
+    root = copy_pipeline(scratch, "sweep")
+    target = f"results/{SWEEP_MACHINE}/proxy_fidelity/fidelity.json"
+    args = ["-c", "all", "--configfile", SWEEP_STUDY, "--", target]
+    env_before = os.environ.get("TIERBENCH_MACHINE")
+    os.environ["TIERBENCH_MACHINE"] = SWEEP_MACHINE
+    try:
+        seconds, done = snakemake(args, root, timeout=SWEEP_TIMEOUT)
+    finally:
+        if env_before is None:
+            del os.environ["TIERBENCH_MACHINE"]
+        else:
+            os.environ["TIERBENCH_MACHINE"] = env_before
+    if done.returncode != 0:
+        raise RuntimeError(f"the sweep study failed: {(done.stderr or done.stdout)[-400:]}")
+    log(f"8 sweep: {seconds:.0f} s")
+    return shape_rows(json.loads((root / target).read_text()), goal)
+
+
+def shape_rows(found: dict, goal) -> list[dict]:
+    """Rows of a sweep's fidelity.json: per proxy the share of faithful shapes, then per shape
+    and tier the I/O cost ratio with its interval and the shape's verdict."""
+    rows = []
+    for entry in found["proxies"]:
+        proxy, real, shapes = entry["proxy"], entry["real"], entry.get("shapes", [])
+        faithful = [s for s in shapes if s["verdict"] == "faithful"]
+        listing = "; ".join(f"{s['shape']}: {s['verdict']}" for s in shapes)
+        rows.append(
+            row(8, f"{proxy}_sweep_faithful", f"{proxy}: share of the sweep's shapes where it is "
+                f"faithful to {real} (every tier)", "ratio",
+                [len(faithful) / len(shapes)] if shapes else [], at_least(1.0),
+                f"{len(faithful)} of {len(shapes)} shapes; {listing}")
+        )  # fmt: skip
+        verdict_of = {json.dumps(s["params"], sort_keys=True): s["verdict"] for s in shapes}
+        costs = [r for r in entry["rows"] if r["section"] == "I/O cost" and r["ratio"]]
+        for number, line in enumerate(costs, 1):
+            shape = verdict_of.get(json.dumps(line["params"], sort_keys=True), "?")
+            where = ", ".join(f"{k}={line['params'][k]}" for k in entry.get("varying", []))
+            out = row(
+                8, f"{proxy}_sweep_cost_{number}",
+                f"{proxy} / {real} {line['quantity']}, {where or 'the one shape'}, {line['tier']}",
+                "ratio", [line["ratio"]], goal,
+                f"95% interval {line['text']['interval']}, {line['decision']}; the shape is "
+                f"{shape}",
+            )  # fmt: skip
+            out["met"] = line["decision"] == "agrees"
+            rows.append(out)
+    return rows
+
+
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
     """Rows per proxy; a proxy whose jobs fail is a failed row, the other still measured."""
     size = SIZES[mode]
@@ -356,4 +433,12 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
             continue
         names = sorted(outcome["estimates"], key=lambda n: n != KINDS[kind]["goal"])
         rows += [estimate_row(kind, name, size, outcome, goal) for name in names]
+    measure_ = f"the sweep ({SWEEP_STUDY}): each proxy's fidelity per shape"
+    if mode == "tiny":
+        return rows + [skipped_row(8, "sweep", measure_, "ratio", "skipped (--tiny)", goal)]
+    try:
+        rows += sweep_rows(scratch, goal)
+    except Exception as error:  # reported in the table
+        log(f"8 sweep failed: {error}")
+        rows.append(failed_row(8, "sweep", measure_, "ratio", error, goal))
     return rows

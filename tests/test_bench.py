@@ -539,3 +539,21 @@ def test_fidelity_rows_pair_their_costs(tiny_run):
     # FE is judged per increment, on CPU time: as the workloads report it for each increment
     for name in ("fe_proxy", "calculix"):
         assert rows["fe_fidelity"]["side"][name]["increments_median"] >= 1
+
+
+def test_the_sweep_gives_a_share_of_faithful_shapes_and_a_cost_row_per_shape_and_tier():
+    """Item 8's sweep rows from a fidelity.json: three cells per rank, the largest twice as
+    costly for the proxy: 2 of 3 shapes faithful, its cost rows not met."""
+    from test_fidelity import cfd_verdict, sweep
+
+    entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
+    rows = proxy_fidelity.shape_rows({"proxies": [entry]}, harness.at_least(0.9))
+    share = rows[0]
+    assert share["key"] == "cfd_proxy_sweep_faithful"
+    assert share["median"] == pytest.approx(2 / 3) and share["met"] is False
+    assert "cells_per_rank=100000: differs" in share["detail"]
+    costs = rows[1:]
+    assert len(costs) == 3 * 2  # shapes x tiers
+    large = [r for r in costs if "cells_per_rank=100000" in r["measure"]]
+    assert {r["met"] for r in large} == {False} and len(large) == 2
+    assert all(r["met"] for r in costs if r not in large)

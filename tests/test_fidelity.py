@@ -452,3 +452,84 @@ def test_the_report_groups_the_table_by_tier_and_shape_with_a_readable_badge(tmp
     assert "<th>Shape</th>" not in section and "<th>Tier</th>" not in section
     cells = [c.split("</td>")[0] for c in section.split('<td class="num">')[1:]]
     assert cells and all(len(c) < 20 for c in cells), cells
+
+
+def sweep(costs: dict[int, float]) -> pd.DataFrame:
+    """Proxy and application at several cells per rank, the proxy's I/O cost scaled per shape."""
+    rows = []
+    for cells, factor in costs.items():
+        rows += cfd_rows("openfoam", f"real_{cells}", files=FILES["openfoam"], seed=1, cells=cells)
+        rows += cfd_rows(
+            "cfd_proxy", f"proxy_{cells}", files=FILES["openfoam"], cost_factor=factor, cells=cells
+        )
+    return pd.DataFrame(rows)
+
+
+def test_each_shape_of_a_sweep_gets_its_own_verdict():
+    entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
+    assert entry["varying"] == ["cells_per_rank"]
+    verdicts = {s["params"]["cells_per_rank"]: s["verdict"] for s in entry["shapes"]}
+    assert verdicts == {"1000": fidelity.FAITHFUL, "10000": fidelity.FAITHFUL,
+                        "100000": fidelity.DIFFERS}  # fmt: skip
+    (large,) = [s for s in entry["shapes"] if s["verdict"] == fidelity.DIFFERS]
+    assert large["shape"] == "cells_per_rank=100000"
+    assert "I/O cost per write on disk" in large["why"]
+
+
+def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not():
+    entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
+    shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,
+             "write_format": "binary", "purge_write": 1}  # fmt: skip
+    assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 10000}) is None
+    assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 4000}) is None
+    beyond = fidelity.outside_region(entry, {**shape, "cells_per_rank": 125000})
+    assert "nearest compared shape (cells_per_rank=100000) is differs" in beyond
+    assert "this point has cells_per_rank=125000" in beyond
+    # between a faithful and a differing shape is not covered either
+    assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 50000}) is not None
+    # another parameter than the sweep's: not covered, whatever the cells
+    other = fidelity.outside_region(entry, {**shape, "cells_per_rank": 10000, "ensemble": 2})
+    assert "ensemble=2" in other
+
+
+def test_an_undecided_shape_is_within_noise_and_not_part_of_the_region():
+    rows = sweep({1000: 1.02}).to_dict("records")
+    rows += cfd_rows("openfoam", "real_9000", files=FILES["openfoam"], seed=1, cells=9000)
+    rows += cfd_rows("cfd_proxy", "proxy_9000", files=FILES["openfoam"], cost_factor=1.05,
+                     cells=9000, noise=0.2, seed=4)  # fmt: skip
+    entry = cfd_verdict(pd.DataFrame(rows))
+    verdicts = {s["params"]["cells_per_rank"]: s["verdict"] for s in entry["shapes"]}
+    assert verdicts == {"1000": fidelity.FAITHFUL, "9000": fidelity.WITHIN_NOISE}
+    shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,
+             "write_format": "binary", "purge_write": 1}  # fmt: skip
+    assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 5000}) is not None
+
+
+@pytest.mark.parametrize("scale", ["smoke", "default", "full"])
+def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
+    """config/studies/proxy_fidelity.yaml: each shape the proxy runs, the application runs too
+    (else fidelity compares nothing there), one factor at a time around the centre."""
+    import yaml
+    from conftest import REPO
+    from tierbench import matrix
+
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    study = matrix.load_study(REPO / "config/studies/proxy_fidelity.yaml", config)
+    tiers = matrix.resolve_tiers(config, REPO / "config/hardware", "/tmp")
+    points = matrix.expand_study(study, tiers, scale)
+    for pair in fidelity.PAIRS:
+
+        def shapes(workload, pair=pair):
+            return {
+                (p.tier, tuple(fidelity._norm(p.params.get(k)) for k in pair.shape))
+                for p in points
+                if p.workload == workload
+            }
+
+        proxy, real = shapes(pair.proxy), shapes(pair.real)
+        assert proxy and proxy == real, (pair.proxy, proxy ^ real)
+    proxies = [p for p in points if p.workload == "cfd_proxy"]
+    writing = [p for p in proxies if p.params["write_interval"] != "none"]
+    cfd = {tuple(fidelity._norm(p.params.get(k)) for k in fidelity.PAIRS[0].shape) for p in writing}
+    # the centre, two cell counts, one rank (and 4 at full), every step, ascii, collated
+    assert len(cfd) == (8 if scale == "full" else 7)

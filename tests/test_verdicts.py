@@ -477,3 +477,24 @@ def test_a_study_with_the_real_application_gets_its_verdicts_beside_the_proxys()
     # without the application's rows, the lesson keeps its plain name
     (alone,) = judge("000", fe(600, 3, 10.0, 10.5))
     assert "[" not in alone.lesson
+
+
+def test_a_proxy_lesson_says_when_its_shapes_were_not_shown_faithful():
+    """Document 001's proxy lessons rest on shapes (1 rank, ensembles) where the study may
+    never have compared the proxy with simpleFoam: the verdict says so, the real one does not."""
+    rows = []
+    for workload in ("cfd_proxy", "openfoam"):
+        for tier, values in {"disk": (0.20, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}.items():
+            for (interval, ensemble), value in zip([(1, 1), (100, 1), (1, 2)], values, strict=True):
+                params = {"write_interval": interval, "ensemble": ensemble, "ranks": 1,
+                          "file_handler": "uncollated", "cells_per_rank": 1000}  # fmt: skip
+                rows.append((workload, "single_vs_ensemble", tier, "time_per_step", value, params))
+    found = judge("001", study(rows))
+    proxy = [v for v in found if v.lesson.endswith("[cfd_proxy]")]
+    real = [v for v in found if v.lesson.endswith("[openfoam]")]
+    assert len(proxy) == len(real) == 3
+    for verdict in proxy:
+        # compared there, but with no baselines nothing was decided: not shown faithful
+        assert "the proxy was compared at this shape and is within noise" in verdict.fidelity
+        assert verdict.fidelity.startswith("cfd_proxy/single_vs_ensemble/")
+    assert not any(v.fidelity for v in real)

@@ -506,6 +506,7 @@ def row(
         "quantity": quantity,
         "tier": match.tier if match else "",
         "shape": where if where is not None else (shape_text(match.proxy, keys) if match else ""),
+        "params": {k: match.proxy.param(k) for k in keys} if match else {},
         "experiments": f"{match.proxy.experiment} / {match.real.experiment}" if match else "",
         "proxy": proxy,
         "real": real,
@@ -880,6 +881,112 @@ def verdict(report: Report) -> tuple[str, list[str]]:
     ]
 
 
+# ------------------------------------------------------------------ where it holds
+
+
+def shape_map(report: Report) -> list[dict]:
+    """Per compared shape: faithful, differs or within noise, over every tier and quantity.
+
+    A shape is *faithful* when every decided comparison there agrees (on every
+    tier, and the tier ratio) and both its I/O cost and its compute were decided;
+    its compute may come from the shape that differs only in the write interval
+    (one baseline serves every interval, so its row is shown once).
+    """
+    keys = report.keys
+    groups: dict[tuple, list[dict]] = {}
+    for line in report.rows:
+        if line["params"] and line["section"] != "system calls":  # traced runs: counts only
+            groups.setdefault(tuple(line["params"].get(k, "") for k in keys), []).append(line)
+    computes: dict[tuple, list[dict]] = {}
+    skip = keys.index("write_interval") if "write_interval" in keys else None
+    for shape, lines in groups.items():
+        key = tuple(v for i, v in enumerate(shape) if i != skip)
+        computes.setdefault(key, []).extend(r for r in lines if r["section"] == "compute")
+    found = []
+    for shape, lines in groups.items():
+        key = tuple(v for i, v in enumerate(shape) if i != skip)
+        judged = [r for r in lines if r["decision"]]
+        judged += [r for r in computes.get(key, []) if r["decision"] and r not in judged]
+        differs = [r for r in judged if r["decision"] == DIFFERS]
+        agree = {r["section"] for r in judged if r["decision"] == "agrees"}
+        open_ = [r for r in judged if r["decision"] == WITHIN_NOISE]
+        if differs:
+            status, why = DIFFERS, differs
+        elif not open_ and {"I/O cost", "compute"} <= agree:
+            status, why = FAITHFUL, []
+        else:
+            status = WITHIN_NOISE
+            why = open_ or [{"quantity": "I/O cost or compute not decided here", "tier": ""}]
+        params = dict(zip(keys, shape, strict=True))
+        found.append(
+            {
+                "params": params,
+                "shape": ", ".join(f"{k}={params[k]}" for k in report.varying) or "the one shape",
+                "verdict": status,
+                "why": [_where_text(r) for r in why],
+            }
+        )
+    return found
+
+
+def _where_text(line: dict) -> str:
+    return line["quantity"] + (f" on {line['tier']}" if line["tier"] else "")
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _distance(a: dict, b: dict, keys) -> tuple[int, float]:
+    """Parameters apart, then how far apart the numbers are (factors, not differences)."""
+    apart = [k for k in keys if a[k] != b[k]]
+    spread = 0.0
+    for k in apart:
+        x, y = _number(a[k]), _number(b[k])
+        if x and y and x > 0 and y > 0:
+            spread += abs(math.log(x / y))
+    return len(apart), spread
+
+
+def outside_region(entry: dict, params: dict) -> str | None:
+    """Why a point with ``params`` lies outside the shapes where the proxy was faithful, or
+    None when it lies inside.
+
+    Inside: the point's shape is a faithful shape, or lies between two faithful
+    shapes that differ in one number only (cells per rank, ranks, write interval),
+    with every other parameter equal. Nothing else is taken as covered: a proxy
+    faithful at 10,000 cells per rank and at 2 ranks says nothing of 100,000 at 4.
+    """
+    shapes = entry.get("shapes") or []
+    keys = entry.get("shape") or []
+    faithful = [s["params"] for s in shapes if s["verdict"] == FAITHFUL]
+    want = {k: _norm(params.get(k)) for k in keys}
+    if not shapes:
+        return f"{entry.get('proxy')} was compared with {entry.get('real')} at no shape"
+    for a in faithful:
+        if all(a[k] == want[k] for k in keys):
+            return None
+        for b in faithful:
+            apart = [k for k in keys if a[k] != b[k]]
+            if len(apart) != 1 or any(a[k] != want[k] for k in keys if k != apart[0]):
+                continue
+            low, high, value = (_number(x[apart[0]]) for x in (a, b, want))
+            if None not in (low, high, value) and min(low, high) <= value <= max(low, high):
+                return None
+    near = min(shapes, key=lambda s: _distance(s["params"], want, keys))
+    apart = ", ".join(f"{k}={want[k]}" for k in keys if near["params"][k] != want[k])
+    if not apart:
+        why = f": {'; '.join(near['why'])}" if near["why"] else ""
+        return f"the proxy was compared at this shape and is {near['verdict']} there{why}"
+    return (
+        f"the proxy's fidelity was not shown at this shape: the nearest compared shape "
+        f"({near['shape']}) is {near['verdict']}, and this point has {apart}"
+    )
+
+
 def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dict | None:
     """A proxy's table and verdict, or None when the study holds neither of the pair."""
     points = [p for p in points if not any(p.param(k) for k in pair.own_input)]
@@ -914,6 +1021,8 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
         "notes": report.notes,
         "syscalls": counting,
         "compared_points": len(timed),
+        "varying": list(report.varying),
+        "shapes": shape_map(report),
         "columns": [{"key": k, "title": t} for k, t in COLUMNS],
         "rows": report.rows,
     }

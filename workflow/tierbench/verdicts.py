@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import intervals, pagecache, reference
+from . import fidelity, intervals, pagecache, reference
 from .intervals import Interval
 from .tiers import DEVICE_CLASSES, LOCAL_DEVICE_CLASSES, NETWORK_CLASSES, RAM_CLASSES
 
@@ -105,6 +105,8 @@ class Verdict:
     needs: str = ""
     #: the points its ratios rest on (workload/experiment/tier/point, as in the study's plan)
     points: list[str] = field(default_factory=list)
+    #: a proxy's lesson: whether its points lie where the proxy was shown faithful, else ""
+    fidelity: str = ""
 
 
 @dataclass
@@ -845,10 +847,32 @@ def judge(
     proxy, real = APPLICATIONS[document]
     for verdict in found:
         verdict.lesson += f" [{proxy}]"
+    if results is not None:
+        fidelity_notes(found, summary, results, proxy)
     for verdict in DOCUMENTS[document](study, published, workload=real):
         verdict.lesson += f" [{real}]"
         found.append(verdict)
     return found
+
+
+def fidelity_notes(
+    verdicts: list[Verdict], summary: pd.DataFrame, results: pd.DataFrame, proxy: str
+) -> None:
+    """Each proxy verdict says whether the shapes it rests on are ones where the study showed
+    the proxy faithful to its application (:func:`tierbench.fidelity.outside_region`)."""
+    entries = [e for e in fidelity.fidelity(results)["proxies"] if e["proxy"] == proxy]
+    if not entries:
+        return
+    rows = {point_id(row): row.to_dict() for _, row in summary.iterrows()}
+    for verdict in verdicts:
+        outside = {}
+        for point in verdict.points:
+            if point in rows and (why := fidelity.outside_region(entries[0], rows[point])):
+                outside.setdefault(why, point)
+        if outside:
+            verdict.fidelity = "; ".join(f"{point}: {why}" for why, point in outside.items())
+        elif verdict.points:
+            verdict.fidelity = f"every point it rests on has a shape where {proxy} was faithful"
 
 
 def to_json(document: str, verdicts: list[Verdict]) -> dict:
