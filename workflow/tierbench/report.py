@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, is_undefined, select_autoescape
 
-from . import __version__, staging
+from . import __version__, profile, staging
 from .answer import answers
 from .records import utc_now
 from .units import format_size
@@ -143,6 +143,8 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
         "run_id": read_json(study_dir / "run.json", {}).get("run_id", ""),
         "answers": [a.as_dict() for a in answers(results, workloads or {}, descriptions, traced)],
         "fidelity": read_json(study_dir / "fidelity.json", {}).get("proxies", []),
+        # a job of the user's beside the documents' applications and proxies
+        "profiles": profile.profiles(summary),
         # document 001's cost of moving data: only where stage points were measured
         "staging": staging.tables(summary, results, plan),
         "more_repetitions": read_json(study_dir / "repetitions.json", {"lessons": []}),
