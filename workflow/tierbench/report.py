@@ -186,6 +186,7 @@ def render(
         "–" if is_undefined(v) or v in (None, "") else format_size(float(v))
     )
     env.filters["number"] = number
+    env.filters["count"] = lambda v: f"{v:,.0f}" if float(v).is_integer() else number(v)
     contexts = []
     for study in studies:
         context = study_context(results_dir, study, registry())
