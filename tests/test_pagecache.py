@@ -6,14 +6,20 @@ import pytest
 from tierbench import aggregate, matrix, pagecache
 from tierbench.pagecache import DEVICE, IN_MEMORY, NOT_APPLICABLE, RAM_TIER, UNKNOWN
 from tierbench.records import metric
+from tierbench.workloads import Workload, get, registry
 
 GIB = 2**30
 #: a node with 24 GiB of RAM and a 4 GiB dirty limit
 LIMITS = {"ram": 24 * GIB, "dirtyable": 20 * GIB, "dirty_limit": 4 * GIB, "dirty_background": GIB}
 
 
+def assess(workload, params, tier_class="disk", limits=LIMITS):
+    """The page cache of a point of the registry's ``workload``."""
+    return pagecache.assess(get(workload), params, tier_class, limits)
+
+
 def state(workload, params, tier_class="disk", limits=LIMITS):
-    return pagecache.assess(workload, params, tier_class, limits)["page_cache"]
+    return assess(workload, params, tier_class, limits)["page_cache"]
 
 
 def fio(**params):
@@ -83,7 +89,26 @@ def test_ram_tiers_void_and_unknown_classes():
     assert state("pv", params, tier_class="void") == NOT_APPLICABLE
     assert state("stream", {}, tier_class="void") == NOT_APPLICABLE
     assert state("pv", params, tier_class="fuse") == UNKNOWN
-    assert state("no_such_workload", {}, tier_class="ssd") == UNKNOWN
+
+
+def test_a_workload_without_a_rule_is_unknown_on_a_device_and_says_why():
+    """A new workload needs no entry elsewhere: without a rule in its declaration its device
+    points read ``unknown``, with the reason; its RAM-tier points need none."""
+    plain = Workload(name="plain", summary="", run=print)
+    found = pagecache.assess(plain, {}, "ssd", LIMITS)
+    assert found["page_cache"] == UNKNOWN
+    assert "plain: its declaration has no page-cache rule" in found["page_cache_reason"]
+    assert pagecache.assess(plain, {}, "tmpfs", LIMITS)["page_cache"] == RAM_TIER
+
+
+#: workloads whose writes only the user knows (a command line of theirs: it may fsync or not)
+USERS_OWN = ("command",)
+
+
+def test_every_workload_that_writes_to_its_tier_declares_its_rule():
+    for name, declared in registry().items():
+        if name not in USERS_OWN and declared.writes_to_tier:
+            assert declared.page_cache is not None, name
 
 
 @pytest.mark.parametrize("workload", ["cfd_proxy", "openfoam"])
@@ -93,7 +118,7 @@ def test_both_cfd_workloads_the_peak_of_their_buffered_output(workload):
     point = {"ranks": 1, "steps": 100, "write_interval": 1, "cells_per_rank": 20000}
     point = matrix.complete(workload, point)
     assert state(workload, point) == IN_MEMORY
-    assert "no fsync" in pagecache.assess(workload, point, "disk", LIMITS)["page_cache_reason"]
+    assert "no fsync" in assess(workload, point)["page_cache_reason"]
     assert state(workload, point, limits={**LIMITS, "dirty_limit": 1 << 20}) == DEVICE
     assert state(workload, {**point, "write_interval": "none"}) == NOT_APPLICABLE
 
@@ -117,7 +142,7 @@ def test_cfd_output_on_a_network_tier_reaches_the_server_whatever_its_size(workl
     """Every write creates files and folders, each a round trip to the server: the page cache
     holds the data, not the creates. On a local disk the same point may stay in memory."""
     point = matrix.complete(workload, SMALL_CFD)
-    found = pagecache.assess(workload, point, network, LIMITS)
+    found = assess(workload, point, network)
     assert found["page_cache"] == DEVICE
     reason = found["page_cache_reason"]
     assert f"{workload} on a {network} tier" in reason and "not metadata" in reason
@@ -131,13 +156,13 @@ def test_cfd_output_on_a_network_tier_reaches_the_server_whatever_its_size(workl
 def test_the_proxy_counts_the_files_and_folders_a_write_creates():
     """2 ranks, uncollated, OpenFOAM v1912's set: 9 files and 3 folders per rank and write."""
     point = matrix.complete("cfd_proxy", SMALL_CFD)
-    reason = pagecache.assess("cfd_proxy", point, "lustre", LIMITS)["page_cache_reason"]
+    reason = assess("cfd_proxy", point, "lustre")["page_cache_reason"]
     assert "each write creates 18 files and 6 folders" in reason
     collated = {**point, "file_handler": "collated", "ensemble": 2}
-    reason = pagecache.assess("cfd_proxy", collated, "lustre", LIMITS)["page_cache_reason"]
+    reason = assess("cfd_proxy", collated, "lustre")["page_cache_reason"]
     assert "each write creates 18 files and 6 folders" in reason
     openfoam = matrix.complete("openfoam", SMALL_CFD)
-    reason = pagecache.assess("openfoam", openfoam, "lustre", LIMITS)["page_cache_reason"]
+    reason = assess("openfoam", openfoam, "lustre")["page_cache_reason"]
     assert "each write creates files and folders" in reason
 
 
@@ -157,14 +182,14 @@ def test_a_data_only_buffered_write_on_a_network_tier_is_judged_by_its_bytes():
         assert state("pv", {"size": "4MiB"}, tier_class=network) == IN_MEMORY
         assert state("fio", fio(io_mode="buffered"), tier_class=network) == IN_MEMORY
         assert state("dd", small_dd, tier_class=network, limits=None) == UNKNOWN
-    assert not pagecache.reaches_server("dd", "nfs")
-    assert pagecache.reaches_server("openfoam", "gpfs")
-    assert not pagecache.reaches_server("openfoam", "nvme")
-    assert not pagecache.reaches_server("no_such_workload", "lustre")
+    assert not pagecache.reaches_server(get("dd"), "nfs")
+    assert pagecache.reaches_server(get("openfoam"), "gpfs")
+    assert not pagecache.reaches_server(get("openfoam"), "nvme")
+    assert not pagecache.reaches_server(None, "lustre")  # a workload the registry does not know
 
 
 def test_the_reason_is_one_line_with_the_numbers():
-    found = pagecache.assess("pv", {"size": "450MiB"}, "disk", LIMITS)
+    found = assess("pv", {"size": "450MiB"})
     assert set(found) == {"page_cache", "page_cache_reason"}
     assert "450 MiB" in found["page_cache_reason"] and "4 GiB" in found["page_cache_reason"]
     assert "\n" not in found["page_cache_reason"]
@@ -190,17 +215,17 @@ def test_memory_limits_from_a_fake_proc(tmp_path):
         "dirty_background": 81920,
     }
     spec = {"workload": "pv", "params": {"size": "1MiB"}, "tier_class": "disk"}
-    assert pagecache.for_spec(spec, limits)["page_cache"] == DEVICE
+    assert pagecache.for_spec(spec, get("pv"), limits)["page_cache"] == DEVICE
 
 
 def test_for_spec_reads_this_node_s_limits():
     spec = {"workload": "pv", "params": {"size": "4KiB"}, "tier_class": "disk"}
-    assert pagecache.for_spec(spec)["page_cache"] == IN_MEMORY
+    assert pagecache.for_spec(spec, get("pv"))["page_cache"] == IN_MEMORY
 
 
 def test_for_spec_never_fails_the_run_over_params_it_cannot_size():
     spec = {"workload": "pv", "params": {}, "tier_class": "disk"}
-    found = pagecache.for_spec(spec, LIMITS)
+    found = pagecache.for_spec(spec, get("pv"), LIMITS)
     assert found["page_cache"] == UNKNOWN and "size" in found["page_cache_reason"]
 
 
@@ -230,7 +255,7 @@ def raw(tmp_path, rep, tier, page_cache):
 
 
 def test_aggregate_carries_the_page_cache_per_run_and_per_point(tmp_path):
-    found = pagecache.assess("pv", {"size": "450MiB"}, "disk", LIMITS)
+    found = assess("pv", {"size": "450MiB"})
     paths = [raw(tmp_path, rep, "disk", found) for rep in (1, 2)]
     paths += [raw(tmp_path, rep, "old", None) for rep in (1, 2)]
     frame = aggregate.load_records(paths)

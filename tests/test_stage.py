@@ -18,7 +18,7 @@ from tierbench import foam, matrix, pagecache, report, staging
 from tierbench.errors import ConfigError, PointSkipped
 from tierbench.intervals import Sample
 from tierbench.runner import Job, run_job
-from tierbench.workloads import stage
+from tierbench.workloads import get, stage
 
 CASE = {"ranks": 2, "cells_per_rank": 500, "file_set": "document_001"}
 CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -218,9 +218,10 @@ def test_a_real_decomposed_case_is_copied(tmp_path, no_slurm):
 def test_page_cache_of_the_copy_by_tier():
     params = matrix.complete("stage", CASE)
     limits = {"dirty_limit": 1 << 30, "ram": 1 << 33}
-    assert pagecache.assess("stage", params, "disk", limits)["page_cache"] == pagecache.IN_MEMORY
+    on_disk = pagecache.assess(get("stage"), params, "disk", limits)
+    assert on_disk["page_cache"] == pagecache.IN_MEMORY
     # every file and folder the copy creates on a network tier reaches its server
-    assert pagecache.assess("stage", params, "nfs", limits)["page_cache"] == pagecache.DEVICE
+    assert pagecache.assess(get("stage"), params, "nfs", limits)["page_cache"] == pagecache.DEVICE
 
 
 # ------------------------------------------------------------------ the plan

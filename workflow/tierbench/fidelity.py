@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals
-from .matrix import schema_defaults
+from .schemas import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
 

@@ -8,22 +8,22 @@ knows a workload: adding a value to an axis, a tier or a study needs no code.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from .errors import ConfigError
 from .mounts import BINDFS, default_method
+from .schemas import complete, load, load_yaml
 from .tiers import NETWORK
 from .tiers import role as tier_role
 from .units import parse_size
+from .workloads import get, registry
 
 VOID = "void"
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 CONFIG_SCHEMA = "config.schema.yaml"
 #: hardware-file keys that say how the machine provides an application (see the hardware schema)
 SITE_SOFTWARE = ("openfoam",)
@@ -52,27 +52,14 @@ class Point:
         return (self.study, self.workload, self.experiment, self.tier, self.name)
 
 
-#: libyaml's safe loader when PyYAML was built with it: the same documents, 10x faster
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def load_yaml(path: str | os.PathLike) -> dict:
-    with open(path) as handle:
-        data = yaml.load(handle, Loader=SAFE_LOADER)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
 @cache
 def _schema(name: str) -> dict:
-    schema = load_yaml(SCHEMA_DIR / name)
-    if name == CONFIG_SCHEMA:
-        # the workloads a study may name are the registry's, not a copied list
-        from .workloads import registry
-
-        workload = schema["$defs"]["experiment"]["properties"]["workload"]
-        workload["enum"] = list(registry())
+    """A schema of workflow/schemas/; the config schema with the registry's workloads in it."""
+    if name != CONFIG_SCHEMA:
+        return load(name)
+    # the workloads a study may name are the registry's, not a copied list
+    schema = copy.deepcopy(load(name))
+    schema["$defs"]["experiment"]["properties"]["workload"]["enum"] = list(registry())
     return schema
 
 
@@ -90,10 +77,10 @@ def _validator(schema_name: str):
     def retrieve(uri: str) -> Resource:
         return Resource.from_contents(_schema(os.path.normpath(uri)))
 
-    registry = Registry(retrieve=retrieve)
+    schemas = Registry(retrieve=retrieve)
     schema = dict(_schema(schema_name))
     schema["$id"] = schema_name
-    return jsonschema.Draft202012Validator(schema, registry=registry)
+    return jsonschema.Draft202012Validator(schema, registry=schemas)
 
 
 def validate(instance: dict, schema_name: str, what: str) -> None:
@@ -306,36 +293,12 @@ def expand_params(params: dict, list_valued: tuple[str, ...] = ()) -> list[tuple
     return combos
 
 
-def schema_defaults(workload: str) -> dict:
-    """The defaults a workload's parameter schema declares: the one place they are written."""
-    properties = _schema(f"params/{workload}.schema.yaml").get("properties", {})
-    return {name: spec["default"] for name, spec in properties.items() if "default" in spec}
-
-
-def defaults_with(workload: str) -> dict[str, dict]:
-    """Defaults that hold once another parameter is given (a schema's ``defaults_with``:
-    parameter -> {name: default}): openfoam's ``case`` makes the case's own settings the
-    defaults of the settings a study may override."""
-    return _schema(f"params/{workload}.schema.yaml").get("defaults_with", {})
-
-
-def complete(workload: str, params: dict) -> dict:
-    """A point's parameters with the schema's defaults filled in where the study says nothing."""
-    defaults = schema_defaults(workload)
-    for given, overrides in defaults_with(workload).items():
-        if params.get(given) is not None:
-            defaults.update(overrides)
-    return {**defaults, **params}
-
-
 def check_point(workload: str, params: dict, where: str) -> dict:
     """Schema of the workload's parameters, then its own cross-field rules; the complete params.
 
     The defaults are filled in here, once, so a job's spec, results.csv and the
     figures all carry every parameter of the point, written or not.
     """
-    from .workloads import get
-
     validate(params, f"params/{workload}.schema.yaml", where)
     params = complete(workload, params)
     check = get(workload).check_params
@@ -385,8 +348,6 @@ def named_tier(param: str, value, tiers: dict, where: str) -> dict:
 
 
 def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
-    from .workloads import get
-
     points = []
     names = [experiment["name"] for experiment in study["experiments"]]
     duplicated = sorted({name for name in names if names.count(name) > 1})

@@ -18,43 +18,17 @@ import argparse
 import errno
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cluster, mounts, pagecache, probe
 from .errors import ConfigError, PointFailed, PointNotApplicable, PointSkipped
+from .job import Job
 from .matrix import plan_spec
 from .records import FAILED, NOT_APPLICABLE, SKIPPED, no_value, utc_now
 from .rundir import RunFolder, sweep_stale
 from .workloads import get
-
-
-@dataclass
-class Job:
-    """What a workload needs to run one repetition of a point."""
-
-    spec: dict
-    folder: RunFolder | None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def params(self) -> dict:
-        return self.spec["params"]
-
-    @property
-    def tier_path(self) -> str:
-        return self.spec["tier_path"]
-
-    @property
-    def max_bytes(self) -> int | None:
-        return self.spec.get("max_bytes")
-
-    def log(self, message: str) -> None:
-        """Progress line on stderr (the rule's log), with a timestamp."""
-        print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def _run(job: Job, run: Callable[[Job], list[dict]]) -> list[dict]:
@@ -122,7 +96,7 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
         "metrics": metrics,
         "extra": job.extra,
         # could what it measured have stayed in the page cache instead of reaching the device?
-        "page_cache": pagecache.for_spec(spec),
+        "page_cache": pagecache.for_spec(spec, get(spec["workload"])),
     }
 
 

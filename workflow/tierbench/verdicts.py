@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import fidelity, intervals, pagecache, reference
+from . import fidelity, intervals, pagecache, reference, workloads
 from .intervals import Interval
 from .tiers import DEVICE_CLASSES, LOCAL_DEVICE_CLASSES, NETWORK_CLASSES, RAM_CLASSES
 
@@ -252,7 +252,8 @@ def _page_cache(row: pd.Series) -> str:
     That holds whatever the record says, so results recorded before the rule
     (tierbench.pagecache.reaches_server) are judged by it too.
     """
-    if pagecache.reaches_server(str(row.get("workload", "")), str(row.get("tier_class", ""))):
+    declared = workloads.find(str(row.get("workload", "")))
+    if pagecache.reaches_server(declared, str(row.get("tier_class", ""))):
         return pagecache.DEVICE
     return str(row.get("page_cache", "") or "")
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import foam, matrix, plotting
+from .. import foam, plotting, schemas
 from ..units import format_size
 
 DOCUMENT = "001"
@@ -100,7 +100,7 @@ def with_defaults(cfd: pd.DataFrame) -> pd.DataFrame:
             cfd[name] = np.nan
     for workload in cfd["workload"].unique():
         try:
-            defaults = matrix.schema_defaults(workload)
+            defaults = schemas.schema_defaults(workload)
         except FileNotFoundError:
             defaults = {}
         for name in STRUCTURAL:

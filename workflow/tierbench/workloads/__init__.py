@@ -69,6 +69,14 @@ class Workload:
     #: the metrics that say what a faster tier buys a job (the report's first screen ranks the
     #: tiers on them); the first a point measured counts. Times: lower is better; rates: higher.
     headline: tuple[str, ...] = ()
+    #: where its writes go on a tier with a device behind it: ``page_cache(params, limits)``,
+    #: limits the node's tierbench.pagecache.memory_limits (None: not read), returns
+    #: tierbench.pagecache.result(...), mostly buffered_write(...). None: its points' page
+    #: cache is ``unknown`` in the report
+    page_cache: Callable[[dict, dict | None], dict] | None = None
+    #: False: its points store nothing on their tier (STREAM measures memory), so the page
+    #: cache does not arise
+    writes_to_tier: bool = True
     #: every write of its output creates files or folders on the tier (not one file written
     #: once, as dd's): on a network file system each is a round trip to the server that no
     #: page cache absorbs (tierbench.pagecache)
@@ -97,7 +105,7 @@ class Workload:
     mem_mb: Hook = None
 
     def __post_init__(self):
-        for hook in ("run", "check_params", "created_per_write", *HOOK_DEFAULTS):
+        for hook in ("run", "check_params", "created_per_write", "page_cache", *HOOK_DEFAULTS):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise TypeError(f"workload {self.name}: {hook} must be a function of the params")
@@ -150,6 +158,16 @@ def get(name: str) -> Workload:
     if declared is None:
         raise KeyError(f"no workload {name} (known: {', '.join(registry())})")
     return declared
+
+
+@cache
+def find(name: str) -> Workload | None:
+    """The workload, or None for a name the registry does not know (the results of a
+    workload since renamed or removed)."""
+    try:
+        return get(name)
+    except KeyError:
+        return None
 
 
 def estimate(workload: str, name: str, params: dict):

@@ -85,9 +85,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
-from ..matrix import complete
+from ..job import Job
 from ..records import metric
-from ..runner import Job
+from ..schemas import complete
 from . import Tool, Workload, calculix_deck, fe_model, fe_proxy, ga
 
 #: the fitted parameters, their bounds, units and true values: fe_proxy's, for a fair comparison
@@ -690,4 +690,5 @@ WORKLOAD = Workload(
     creates_files=True,
     threads=threads,
     headline=("wall_time",),
+    page_cache=fe_proxy.page_cache_rule("calculix", planned_bytes),
 )

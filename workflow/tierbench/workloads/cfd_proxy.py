@@ -44,15 +44,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from .. import compute, foam, native
+from .. import compute, foam, native, pagecache
 from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
-from ..matrix import complete, schema_defaults
+from ..job import Job
 from ..records import metric
 from ..rundir import RunFolder
-from ..runner import Job
+from ..schemas import complete, schema_defaults
 from ..units import parse_size
 from . import Tool, Workload
 
@@ -613,6 +614,24 @@ def run(job: Job) -> list[dict]:
     return metrics
 
 
+def page_cache_rule(workload: str, planned: Callable[[dict], int]):
+    """cfd_proxy's and openfoam's rule: buffered output unless fsync'd, the peak on the tier
+    (``planned``, the workload's planned_bytes) against the dirty limit."""
+
+    def rule(params: dict, limits: dict | None) -> dict:
+        if params.get("fsync") in (True, "true", "True", 1):
+            return pagecache.result(pagecache.DEVICE, f"{workload} fsyncs every file it writes")
+        if str(params.get("write_interval")) == "none":
+            return pagecache.result(
+                pagecache.NOT_APPLICABLE, f"{workload} no-I/O baseline: writes nothing"
+            )
+        # purged time folders are deleted before writeback: the peak on the tier is what counts
+        what = f"{workload} buffered output (no fsync), peak on the tier"
+        return pagecache.buffered_write(what, int(planned(params)), limits)
+
+    return rule
+
+
 WORKLOAD = Workload(
     name="cfd_proxy",
     summary="OpenFOAM-style MPI output: ranks x steps, write interval, ensembles",
@@ -629,4 +648,5 @@ WORKLOAD = Workload(
     created_per_write=created_per_write,
     tasks=tasks,
     nodes=nodes,
+    page_cache=page_cache_rule("cfd_proxy", planned_bytes),
 )

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from .. import rundir, syscalls
 from ..errors import PointFailed, PointNotApplicable
+from ..job import Job
 from ..records import metric
-from ..runner import Job
 from ..units import format_size, parse_size
 from . import Tool, Workload
 

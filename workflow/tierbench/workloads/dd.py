@@ -27,10 +27,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from .. import pagecache
 from ..errors import PointFailed, PointSkipped
+from ..job import Job
 from ..pagecache import memory_limits
 from ..records import metric
-from ..runner import Job
 from ..units import format_size, parse_size
 from . import Tool, Workload
 
@@ -237,6 +238,41 @@ def run(job: Job) -> list[dict]:
     return dd_metrics(parsed) + context
 
 
+def _written_bytes(params: dict, limits: dict | None) -> int | None:
+    """What one point writes; None when it is sized from the node's memory, not read."""
+    block = parse_size(params["block_size"])
+    if "count" in params:
+        return parse_size(params["count"]) * block
+    if limits is None:
+        return None
+    # a size above max_file_size is skipped by the workload, so never measured
+    return int(float(params["file_fraction"]) * limits[params["relative_to"]])
+
+
+def page_cache(params: dict, limits: dict | None) -> dict:
+    """fdatasync, fsync, direct and dsync wait for the device; a buffered write is its bytes
+    against the dirty limit."""
+    flags = {
+        part
+        for key in ("conv", "oflag")
+        for part in str(params.get(key, "") or "").replace(" ", "").split(",")
+    }
+    if params.get("sync") == "fdatasync" or flags & {"fdatasync", "fsync"}:
+        return pagecache.result(
+            pagecache.DEVICE, "dd conv=fdatasync: its time includes flushing to the device"
+        )
+    if flags & {"direct", "dsync", "sync"}:
+        return pagecache.result(
+            pagecache.DEVICE, "dd oflag=direct/dsync: every block waits for the device"
+        )
+    size = _written_bytes(params, limits)
+    if size is None:
+        return pagecache.result(
+            pagecache.UNKNOWN, "dd file size relative to the node's memory, which was not read"
+        )
+    return pagecache.buffered_write("dd buffered write", size, limits)
+
+
 WORKLOAD = Workload(
     name="dd",
     summary="dd: the documents' sequential write from /dev/zero, and the page-cache cliff",
@@ -247,4 +283,5 @@ WORKLOAD = Workload(
     tools=(Tool("dd", "coreutils"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
+    page_cache=page_cache,
 )

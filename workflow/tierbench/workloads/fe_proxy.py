@@ -61,17 +61,18 @@ import shutil
 import statistics
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 
-from .. import compute
+from .. import compute, pagecache
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..files import APPEND, CREATE, write_all
-from ..matrix import complete, schema_defaults
+from ..job import Job
 from ..records import metric
-from ..runner import Job
+from ..schemas import complete, schema_defaults
 from ..units import parse_size
 from . import Workload, fe_model, frd, ga
 
@@ -1222,6 +1223,23 @@ def run(job: Job) -> list[dict]:
     return found
 
 
+def page_cache_rule(workload: str, planned: Callable[[dict], int]):
+    """fe_proxy's and calculix's rule: each evaluation's folder, written buffered and deleted
+    after it (calculix's run of a user's deck, written buffered too), its peak on the tier
+    (``planned``, the workload's planned_bytes) against the dirty limit."""
+
+    def rule(params: dict, limits: dict | None) -> dict:
+        if str(params.get("fsync", "none")) != "none":
+            return pagecache.result(
+                pagecache.DEVICE, f"{workload} fsyncs its output (fsync: {params['fsync']})"
+            )
+        whose = "its deck's run" if params.get("deck") else "the evaluations at once"
+        what = f"{workload} buffered output (no fsync) of {whose}"
+        return pagecache.buffered_write(what, int(planned(params)), limits)
+
+    return rule
+
+
 WORKLOAD = Workload(
     name="fe_proxy",
     summary="a genetic algorithm over a small non-linear FE model writing solver output",
@@ -1234,4 +1252,5 @@ WORKLOAD = Workload(
     planned_bytes=planned_bytes,
     creates_files=True,
     threads=threads,
+    page_cache=page_cache_rule("fe_proxy", planned_bytes),
 )

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from .. import pagecache
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
+from ..job import Job
 from ..records import metric
-from ..runner import Job
-from ..units import parse_size
+from ..units import format_size, parse_size
 from . import Tool, Workload
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -223,6 +224,49 @@ def run(job: Job) -> list[dict]:
     return metrics
 
 
+#: fio's modes that write (rewrites land on the same pages: the dirty data is at most the file)
+WRITES = ("write", "randwrite", "rw", "randrw")
+
+
+def page_cache(params: dict, limits: dict | None) -> dict:
+    """Direct and fsync'd I/O wait for the device; a buffered write is at most the file; a
+    buffered read reaches the device on its first pass only (the pages were dropped first)."""
+    mode = str(params.get("io_mode", ""))
+    if mode == "direct":
+        return pagecache.result(
+            pagecache.DEVICE, "fio direct I/O (O_DIRECT) bypasses the page cache"
+        )
+    if mode == "fsync":
+        return pagecache.result(
+            pagecache.DEVICE, "fio fsync after every write: each write waits for the device"
+        )
+    if mode != "buffered":
+        return pagecache.result(
+            pagecache.UNKNOWN, f"fio io_mode {mode or '(none)'} is not buffered/direct/fsync"
+        )
+    size = parse_size(params["size"])
+    if params.get("rw") in WRITES:
+        return pagecache.buffered_write("fio buffered write to a file", size, limits)
+    passes = parse_size(params["io_size"]) / size if params.get("io_size") else 1.0
+    if passes <= 1:
+        return pagecache.result(
+            pagecache.DEVICE,
+            "fio buffered read of a file whose pages were dropped first, read once",
+        )
+    if limits is None:
+        return pagecache.result(
+            pagecache.UNKNOWN, "fio buffered read of a file read more than once; RAM not read"
+        )
+    text = f"fio buffered read of a {format_size(size)} file read {passes:g} times"
+    if size <= int(limits["ram"]):
+        return pagecache.result(
+            pagecache.IN_MEMORY, f"{text}: passes after the first may come from the page cache"
+        )
+    return pagecache.result(
+        pagecache.DEVICE, f"{text}, larger than RAM: every pass reaches the device"
+    )
+
+
 WORKLOAD = Workload(
     name="fio",
     summary="fio: random and sequential I/O per block size, buffered, direct or fsync'd",
@@ -235,4 +279,5 @@ WORKLOAD = Workload(
     planned_bytes=planned_bytes,
     runtime_s=runtime_s,
     threads=threads,
+    page_cache=page_cache,
 )

@@ -105,9 +105,9 @@ import numpy as np
 from .. import foamcase
 from ..errors import PointFailed, PointNotApplicable
 from ..foam import block_shape
-from ..matrix import schema_defaults
+from ..job import Job
 from ..records import metric
-from ..runner import Job
+from ..schemas import schema_defaults
 from . import Tool, Workload
 from .cfd_proxy import (
     DEFAULT_LAUNCHER,
@@ -117,6 +117,7 @@ from .cfd_proxy import (
     error_of_mean,
     launch_command,
     launch_env,
+    page_cache_rule,
     under_slurm,
 )
 
@@ -1325,6 +1326,7 @@ def preprocessing_metrics(preprocessing: list[dict]) -> list[dict]:
 #: where Debian's openfoam-examples installs the tutorial cases
 TUTORIALS = "/usr/share/doc/openfoam-examples/examples"
 
+
 WORKLOAD = Workload(
     name="openfoam",
     summary=(
@@ -1346,4 +1348,5 @@ WORKLOAD = Workload(
     creates_files=True,
     tasks=tasks,
     runtime_s=runtime_s,
+    page_cache=page_cache_rule("openfoam", planned_bytes),
 )

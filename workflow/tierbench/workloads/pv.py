@@ -23,9 +23,10 @@ import shutil
 import subprocess
 import time
 
+from .. import pagecache
 from ..errors import PointFailed, PointSkipped
+from ..job import Job
 from ..records import metric
-from ..runner import Job
 from ..units import format_size, parse_size
 from . import Tool, Workload
 
@@ -135,6 +136,12 @@ def run(job: Job) -> list[dict]:
     ]
 
 
+def page_cache(params: dict, limits: dict | None) -> dict:
+    """pv never fsyncs: its bytes against the dirty limit."""
+    what = "pv buffered write (no fsync)"
+    return pagecache.buffered_write(what, parse_size(params["size"]), limits)
+
+
 WORKLOAD = Workload(
     name="pv",
     summary="pv: document 002's sequential copy of zeros into a sink",
@@ -146,4 +153,5 @@ WORKLOAD = Workload(
     check_params=check_params,
     planned_bytes=planned_bytes,
     runtime_s=runtime_s,
+    page_cache=page_cache,
 )

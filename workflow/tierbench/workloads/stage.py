@@ -70,15 +70,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import foam, rundir
+from .. import foam, pagecache, rundir
 from ..cluster import in_job_step, in_slurm_job
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
-from ..matrix import schema_defaults
 from ..records import metric, utc_now
+from ..schemas import schema_defaults
 from . import Tool, Workload
 
 if TYPE_CHECKING:
-    from ..runner import Job
+    from ..job import Job
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
 DEFAULTS = schema_defaults("stage")
@@ -425,6 +425,13 @@ def run(job: Job) -> list[dict]:
     ]
 
 
+def page_cache(params: dict, limits: dict | None) -> dict:
+    """cp's buffered copy of the case (no fsync), its bytes against the limit. What the
+    copy reads was just written, so it is warm too (the record's ``source_page_cache``)."""
+    what = "stage: cp's buffered copy (no fsync) of the case"
+    return pagecache.buffered_write(what, int(planned_bytes(params)), limits)
+
+
 WORKLOAD = Workload(
     name="stage",
     summary="a decomposed case copied from the shared tier to the tier (srun cp -r on each node)",
@@ -438,6 +445,7 @@ WORKLOAD = Workload(
     creates_files=True,
     nodes=nodes,
     runtime_s=runtime_s,
+    page_cache=page_cache,
 )
 
 

@@ -28,9 +28,9 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PointFailed, PointSkipped
+from ..job import Job
 from ..probe import usable_cores
 from ..records import metric
-from ..runner import Job
 from ..units import format_size, parse_size
 from . import Tool, Workload
 
@@ -342,4 +342,5 @@ WORKLOAD = Workload(
     planned_bytes=planned_bytes,
     threads=threads,
     mem_mb=mem_mb,
+    writes_to_tier=False,
 )

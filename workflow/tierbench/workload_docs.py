@@ -4,21 +4,21 @@ The schemas are the one place a parameter, its type and its default are
 written; this page is generated from them so the documentation cannot drift
 (tests/test_registry.py fails when the committed page is stale).
 
-    python -m tierbench.workloads.reference > docs/workloads.md
+    python -m tierbench.workload_docs > docs/workloads.md
 """
 
 from __future__ import annotations
 
 import json
 
-from ..matrix import _schema
-from . import Workload, registry
+from .schemas import load
+from .workloads import Workload, registry
 
 HEADER = """# Workloads
 
 Generated from the workload registry (`workflow/tierbench/workloads/`) and the
 parameter schemas (`workflow/schemas/params/`) by
-`python -m tierbench.workloads.reference > docs/workloads.md`; edit those, not
+`python -m tierbench.workload_docs > docs/workloads.md`; edit those, not
 this page. Any parameter given as a list in a study is an axis: every value
 becomes its own point. A parameter a study leaves out takes its default, and
 the default is recorded with the point (results.csv has every parameter).
@@ -43,7 +43,7 @@ def kind(spec: dict) -> str:
 
 
 def section(workload: Workload) -> str:
-    schema = _schema(workload.schema)
+    schema = load(workload.schema)
     required = set(schema.get("required", []))
     tools = ", ".join(f"`{t.command}` (Debian: {t.package})" for t in workload.tools) or "none"
     lines = [

@@ -1,0 +1,38 @@
+"""What a workload gets to measure one repetition of a point: a :class:`Job`.
+
+Below the workloads, so a workload module needs nothing of the runner
+(:mod:`tierbench.runner`), which imports the registry to find it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from .rundir import RunFolder
+
+
+@dataclass
+class Job:
+    """What a workload needs to run one repetition of a point."""
+
+    spec: dict
+    folder: RunFolder | None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict:
+        return self.spec["params"]
+
+    @property
+    def tier_path(self) -> str:
+        return self.spec["tier_path"]
+
+    @property
+    def max_bytes(self) -> int | None:
+        return self.spec.get("max_bytes")
+
+    def log(self, message: str) -> None:
+        """Progress line on stderr (the rule's log), with a timestamp."""
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
