@@ -1,14 +1,28 @@
-"""Tier roles are declared once: every class the config accepts has one, or is fuse or void."""
+"""Tier classes are declared once: every class the config accepts is declared, with its role."""
 
 import pytest
-from tierbench import matrix, tiers
+from tierbench import schemas, tiers
 from tierbench.tiers import LOCAL_DEVICE, NETWORK, RAM
 
 
-def test_every_tier_class_of_the_config_has_its_role_here():
-    classes = matrix._schema("config.schema.yaml")["$defs"]["tier"]["properties"]["class"]["enum"]
-    roles = set(tiers.RAM_CLASSES + tiers.DEVICE_CLASSES)
-    assert set(classes) == roles | {"fuse", "void"}
+def test_the_tier_classes_are_the_config_schema_s():
+    classes = schemas.load("config.schema.yaml")["$defs"]["tier"]["properties"]["class"]["enum"]
+    assert sorted(classes) == sorted(tiers.CLASSES)
+
+
+def test_every_class_but_fuse_and_void_has_a_role_and_the_roles_part_the_classes():
+    """fuse: what backs the mount decides; void: it stores nothing."""
+    without = {name for name, declared in tiers.CLASSES.items() if declared.role is None}
+    assert without == {"fuse", "void"}
+    lists = (tiers.RAM_CLASSES, tiers.LOCAL_DEVICE_CLASSES, tiers.NETWORK_CLASSES)
+    assert sorted(c for found in lists for c in found) == sorted(set(tiers.CLASSES) - without)
+    assert tiers.DEVICE_CLASSES == tiers.LOCAL_DEVICE_CLASSES + tiers.NETWORK_CLASSES
+
+
+def test_the_preflight_expects_a_file_system_for_every_class_that_stores_files():
+    assert {name for name in tiers.CLASSES if not tiers.fs_types(name)} == {"void"}
+    assert tiers.fs_types("glusterfs") == {"fuse.glusterfs"}
+    assert tiers.fs_types("no-such-class") == frozenset()
 
 
 @pytest.mark.parametrize(
@@ -21,6 +35,7 @@ def test_every_tier_class_of_the_config_has_its_role_here():
         ("lustre", NETWORK),
         ("fuse", None),
         ("void", None),
+        ("no-such-class", None),
     ],
 )
 def test_role(tier_class, expected):

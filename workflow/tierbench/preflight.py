@@ -26,26 +26,9 @@ from . import mounts
 from .matrix import SITE_SOFTWARE
 from .probe import probe_tier
 from .rundir import free_bytes, sweep_stale
+from .tiers import fs_types
 from .units import format_size
 from .workloads import estimate, get
-
-#: file system types a tier class is expected to be on; a mismatch is a warning
-FS_TYPES = {
-    "tmpfs": {"tmpfs"},
-    "shm": {"tmpfs"},
-    "lustre": {"lustre"},
-    "nfs": {"nfs", "nfs4"},
-    "gpfs": {"gpfs"},
-    "beegfs": {"beegfs"},
-    # the native client is a FUSE mount
-    "glusterfs": {"fuse.glusterfs"},
-    "pmem-fsdax": {"ext4", "xfs"},
-    "fuse": {"fuse", "fuse.bindfs", "fuseblk"},
-    "disk": {"ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "bcachefs", "overlay"},
-    "ssd": {"ext4", "xfs", "btrfs", "zfs", "f2fs"},
-    "nvme": {"ext4", "xfs", "btrfs", "zfs", "f2fs"},
-    "hdd": {"ext4", "xfs", "btrfs", "zfs", "ext3"},
-}
 
 
 def planned_bytes(workload: str, params: dict) -> int:
@@ -86,7 +69,7 @@ def check_tier(name: str, tier: dict, sizes: list[int], safety: float) -> tuple[
     for stale in sweep_stale(path):
         warnings.append(f"tier {name}: removed {stale}, left by an interrupted run")
     fs_type = probe_tier(path).get("fs_type")
-    expected = FS_TYPES.get(tier["class"])
+    expected = fs_types(tier["class"])
     if expected and fs_type and fs_type not in expected:
         warnings.append(
             f"tier {name}: class {tier['class']} expects {'/'.join(sorted(expected))} "
