@@ -8,10 +8,8 @@ import math
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -20,7 +18,6 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "bench"))
 
 import cfd_vs_fio  # noqa: E402
-import fe_output_overhead  # noqa: E402
 import harness  # noqa: E402
 import proxy_fidelity  # noqa: E402
 import run  # noqa: E402
@@ -29,10 +26,12 @@ import verdict_repeatability as repeat  # noqa: E402
 #: the end-to-end tests run the bench itself
 needs_tools = pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in run.TOOLS),
-    reason="bench/run.py needs fio, mpiexec, gcc and gfortran",
+    reason=f"bench/run.py needs {', '.join(run.TOOLS)}",
 )
 
-ITEMS = {1, 2, 3, 4, 5, 6, 7, 8, 9}
+ITEMS = {1, 2, 4, 5, 6, 7, 8, 9}
+#: numbers of retired items, never given again
+RETIRED = {3}
 #: items skipped, with the reason, where they cannot run: the minicluster (9) needs root
 NEEDS_ROOT = {9} if os.geteuid() != 0 else set()
 #: and item 1 where /dev/shm cannot hold the memory it primes (a container's is often
@@ -49,11 +48,8 @@ SHM_TOO_SMALL = (
 #: rows whose --tiny figure may be zero or absent: a share of lessons that agree, and the
 #: rows resting on an application's output cost, which can be smaller than its noise at toy
 #: sizes (a round whose application cost is not above zero gives no ratio);
-#: test_fidelity_rows_pair_their_costs and test_fe_overhead_pairs_every_evaluation check those
-MAY_BE_EMPTY = {
-    "verdict_agreement", "cfd_fidelity", "fe_fidelity", "fe_fidelity_wall",
-    "fe_application_over_c", "fe_harness_overhead", "fe_field_over_ccx", "fe_over_c_rest_loop",
-}  # fmt: skip
+#: test_fidelity_rows_pair_their_costs checks those
+MAY_BE_EMPTY = {"verdict_agreement", "cfd_fidelity", "fe_fidelity", "fe_fidelity_wall"}
 #: rows of a reduced --tiny run that is no figure of what its goal is about
 REDUCED = {"smoke_study", "verdict_agreement", "paper_wall_time"}
 
@@ -73,6 +69,7 @@ def test_item_1_is_skipped_naming_the_tier_where_it_cannot_prime_its_memory(monk
 
 def test_items_are_numbered_once_and_each_module_has_both_sizes():
     assert [item.number for item in run.ITEMS] == sorted(ITEMS)
+    assert set(run.RETIRED) == RETIRED and not RETIRED & ITEMS
     for item in run.ITEMS:
         assert callable(item.module.measure), item.number
         assert set(item.module.SIZES) == set(harness.MODES), item.number
@@ -80,12 +77,31 @@ def test_items_are_numbered_once_and_each_module_has_both_sizes():
 
 
 def test_docs_table_names_every_item_and_its_module():
-    """docs/instruments.md's table and run.ITEMS list the same items, each with its module."""
+    """docs/instruments.md's table and run.ITEMS list the same items, each with its module,
+    and the retired numbers as retired."""
     text = (REPO / "docs" / "instruments.md").read_text()
     rows = re.findall(r"^\| (\d+) \|.*`bench/(\w+)\.py` \|$", text, re.MULTILINE)
     assert {int(n): module for n, module in rows} == {
         item.number: item.module.__name__ for item in run.ITEMS
     }
+    assert {int(n) for n in re.findall(r"^\| (\d+) \| retired", text, re.MULTILINE)} == RETIRED
+
+
+def test_only_stops_at_a_retired_or_unknown_item_naming_the_items_there_are():
+    with pytest.raises(SystemExit, match=r"item 3 \(.+\) is retired.*choose from 1, 2, 4, 5"):
+        run.chosen("3")
+    with pytest.raises(SystemExit, match="no item 12; choose from 1, 2, 4"):
+        run.chosen("1,12")
+    assert run.chosen("1,4") == {1, 4} and run.chosen(None) == ITEMS
+
+
+def test_the_set_up_installs_every_tool_the_bench_runs():
+    """./tierbench installs every workload's tools (``needs --all``): the bench's are among them."""
+    from tierbench import needs
+    from tierbench.workloads import registry
+
+    every = needs.tools_of([{"workload": name} for name in registry()])
+    assert set(run.TOOLS) <= set(every)
 
 
 def test_rounds_alternate_two_instruments_and_rotate_more():
@@ -266,216 +282,10 @@ def test_goal_flags(tiny_run):
         else:
             assert isinstance(row["met"], bool), row["key"]
     keys = {row["key"] for row in result["rows"]}
-    assert {"cfd_creates", "fe_harness_overhead", "dry_run_paper_full", "noop_job_overhead"} <= keys
+    assert {"cfd_creates", "dry_run_paper_full", "noop_job_overhead"} <= keys
     assert any(key.startswith("cfd_write_bandwidth") for key in keys)
     default = next(row for row in result["rows"] if row["key"] == "default_study")
     assert default["skipped"] == "skipped (--tiny)"
-
-
-@pytest.mark.e2e
-@needs_tools
-def test_fe_overhead_pairs_every_evaluation(tiny_run):
-    """Item 3 runs each evaluation output off, to the void and with the rest of the output from
-    C in place; its references are ccx's own field output plus the rest from C in place (the
-    goal) or in a loop, and the whole output from C (the floor)."""
-    _, result = tiny_run
-    per_round = 4 * 1  # --tiny: population 4 x 1 generation, 2 rounds
-    floor = next(row for row in result["rows"] if row["key"] == "fe_over_c_output")
-    assert floor["goal"] is None and floor["n"] == len(floor["off_cpu_s"]) == 2 * per_round
-    assert len(floor["c_calls_s"]) == floor["n"] and all(t > 0 for t in floor["c_calls_s"])
-    pairs = zip(floor["off_cpu_s"], floor["void_cpu_s"], floor["c_calls_s"], strict=True)
-    assert sorted(v / (o + c) for o, v, c in pairs) == pytest.approx(sorted(floor["values"]))
-
-    goal = next(row for row in result["rows"] if row["key"] == "fe_harness_overhead")
-    ccx = goal["ccx_field_cost_per_increment_s"]
-    assert len(ccx) == 2 and len(goal["sink_s_per_byte"]) == 2
-    assert all(s >= 0 for s in goal["sink_s_per_byte"])
-    costs = [c for c in ccx for _ in range(per_round) if c is not None]
-    in_place = goal["c_rest_in_place_s"]
-    assert goal["n"] == len(costs) == len(goal["off_cpu_s"]) == len(in_place)
-    found = [
-        v / (rest + c * n) for v, rest, c, n in zip(
-            goal["void_cpu_s"], in_place, costs, goal["increments"], strict=True
-        )
-    ]  # fmt: skip
-    assert sorted(found) == pytest.approx(sorted(goal["values"]))
-    loop = next(row for row in result["rows"] if row["key"] == "fe_over_c_rest_loop")
-    assert loop["goal"] is None and loop["n"] == goal["n"]
-    found = [
-        v / (o + rest + c * n) for o, v, rest, c, n in zip(
-            goal["off_cpu_s"], goal["void_cpu_s"], loop["c_rest_s"], costs, goal["increments"],
-            strict=True,
-        )
-    ]  # fmt: skip
-    assert sorted(found) == pytest.approx(sorted(loop["values"]))
-    # toy-sized, ccx's field output can cost less than its runs vary: a round without a ccx
-    # cost has no goal figures (ccx_field_costs), so these hold for the rounds that have one
-    if goal["n"]:
-        # the solve with the rest of the output made from C costs more than the solve alone
-        assert statistics.median(in_place) > statistics.median(goal["off_cpu_s"])
-        # the rest (no field output) is less than the whole output made from C
-        assert all(0 < t for t in loop["c_rest_s"])
-        assert statistics.median(loop["c_rest_s"]) < statistics.median(floor["c_calls_s"])
-    plain = next(row for row in result["rows"] if row["key"] == "fe_void_over_off")
-    assert plain["goal"] is None and plain["n"] == 2 * per_round
-    rounds = {"fe_rest_python_over_c": 2, "fe_field_over_ccx": len(costs) // per_round}
-    for key, n in rounds.items():  # at most: a round whose C rest is not above zero has none
-        split = next(row for row in result["rows"] if row["key"] == key)
-        assert split["goal"] is None and split["n"] <= n, key
-        assert all(math.isfinite(v) for v in split["values"]), key
-
-
-@pytest.mark.skipif(shutil.which("gfortran") is None, reason="the replay needs gfortran")
-def test_fe_replay_makes_the_calls_each_evaluation_made(tmp_path):
-    """Item 3's C reference: every traced evaluation replayed with its calls and bytes."""
-    config = fe_output_overhead.fe_proxy.settings(fe_output_overhead.SIZES["tiny"]["fe"])
-    trace = tmp_path / "calls.trace"
-    made = fe_output_overhead.record_trace(config, trace)
-    assert len(made) == 4 and all(m["calls"] > 100 and m["bytes"] > 0 for m in made)
-    labels = fe_output_overhead.traced_labels(trace)
-    assert labels == sorted(set(labels)) and len(labels) == 4
-    evaluation = trace.read_text().split(f"e {labels[0]}\n")[1].splitlines()
-    # the deck: created, written in one writev of its two parts, closed
-    assert evaluation[0] == f"o {fe_output_overhead.fe_proxy.CREATE} 0"
-    assert evaluation[1].startswith("v 0 2 ") and evaluation[2] == "c 0"
-    # ccx's lines, printed by the replay: per increment its iterations' .cvg lines, a .sta
-    # and a .dat line; the headings with the first increment's
-    first = evaluation[: next(i for i, x in enumerate(evaluation) if x.startswith("e "))]
-    printed = [line.split()[3] for line in first if line.startswith("p ")]
-    increments = first.count("i") - 1
-    assert printed.count("1") == printed.count("3") == 1
-    assert printed.count("4") == printed.count("2") + 1 == increments
-    assert printed.count("0") + 1 >= increments
-    binary = fe_output_overhead.compile_replay(tmp_path)
-    replayed = fe_output_overhead.c_replay(binary, trace, 2)
-    assert [{"calls": r["calls"], "bytes": r["bytes"]} for r in replayed] == made
-    assert all(r["seconds"] > 0 for r in replayed)
-    # a line the replay prints to another size than the proxy wrote stops it
-    text = trace.read_text()
-    line = next(x for x in text.splitlines() if x.startswith("p "))
-    fd, size, rest = line[2:].split(" ", 2)
-    trace.write_text(text.replace(line, f"p {fd} {int(size) + 1} {rest}", 1))
-    with pytest.raises(subprocess.CalledProcessError) as error:
-        fe_output_overhead.c_replay(binary, trace, 1)
-    assert "a printed line of another size" in error.value.stderr
-
-
-@pytest.mark.skipif(shutil.which("gfortran") is None, reason="the replay needs gfortran")
-def test_fe_replay_refuses_a_line_that_is_not_ccxs(tmp_path, monkeypatch):
-    """Each .cvg, .sta and .dat line the proxy writes must be the bytes ccx's Fortran writes
-    from the same numbers: the replay writes each once and compares, before it times any."""
-    fe = fe_output_overhead
-    config = fe.fe_proxy.settings(fe.SIZES["tiny"]["fe"])
-    binary = fe.compile_replay(tmp_path)
-    fe.record_trace(config, tmp_path / "good.trace")
-    assert len(fe.c_replay(binary, tmp_path / "good.trace", 1)) == 4
-    # the same size, another digit: C's 1.0000E+00 where Fortran writes 0.1000E+01
-    other = fe.fe_proxy.CVG_TAIL.replace(b"  0.0000E+00", b"  1.0000E+00", 1)
-    monkeypatch.setattr(fe.fe_proxy, "CVG_TAIL", other)
-    fe.record_trace(config, tmp_path / "bad.trace")
-    with pytest.raises(subprocess.CalledProcessError) as error:
-        fe.c_replay(binary, tmp_path / "bad.trace", 1)
-    assert "a line the proxy wrote is not ccx's" in error.value.stderr
-    assert "1.0000E+00" in error.value.stderr
-
-
-@pytest.mark.skipif(shutil.which("gfortran") is None, reason="the replay needs gfortran")
-def test_fe_replay_in_place_makes_each_evaluations_calls_at_its_increments(tmp_path):
-    """Item 3's reference in place: a segment before the solve, one an increment, one at its
-    end; together the traced evaluation's calls, and the same solve as output off."""
-    fe = fe_output_overhead
-    config = fe.fe_proxy.settings({**fe.SIZES["tiny"]["fe"], "frd_every": 0})
-    trace = tmp_path / "rest.trace"
-    made = fe.record_trace(config, trace)
-    fe.load_c_rest(fe.compile_replay(tmp_path, library=True), trace)
-    lib = fe._C_REST["lib"]
-    with fe.fe_mode("off"):  # the same optimisation: its tasks, and its solves without output
-        evaluations = fe.fe_proxy.optimise(config, tmp_path)["evaluations"]
-    assert [e["label"] for e in evaluations] == fe.traced_labels(trace)
-    bar = config.bar
-    target = fe.fe_proxy.target_curve(bar, config.noise, config.ga.seed)
-    fe.fe_proxy.init_worker(bar, config.output, target)
-    for off, expected in zip(evaluations, made, strict=True):
-        task = {"label": off["label"], "parameters": off["parameters"]}
-        before = lib.fe_replay_made()
-        record = fe.evaluate_c_rest(task)
-        assert lib.fe_replay_made() - before == expected["calls"]
-        assert record["calls_into_c"] == off["increments"] + 2
-        assert record["misfit"] == off["misfit"]
-        # the same calls into C, making no file call: what they cost is taken off
-        calls = fe.evaluate_c_calls(task)
-        assert lib.fe_replay_made() - before == expected["calls"]
-        assert calls["calls_into_c"] == record["calls_into_c"]
-        assert calls["misfit"] == off["misfit"]
-    for increments, what in ((bar.increments - 1, "fewer"), (bar.increments + 1, "more")):
-        other = replace(bar, increments=increments)
-        fe.fe_proxy.init_worker(other, config.output, fe.fe_proxy.target_curve(other, 0, 1))
-        with pytest.raises(RuntimeError, match=f"{what} increments than the C replay"):
-            fe.evaluate_c_rest(task)
-
-
-def test_fe_reference_takes_off_the_calls_into_c_as_they_cost_in_place():
-    """Item 3: the calls into C are the bench's; their cost per call is the round's median of
-    (the same calls making no file call - output off) / the calls, taken off each evaluation."""
-    paired = [
-        {"off_cpu": 0.0100, "c_calls_cpu": 0.01008, "calls_into_c": 40, "c_rest_cpu": 0.0109},
-        {"off_cpu": 0.0120, "c_calls_cpu": 0.01212, "calls_into_c": 60, "c_rest_cpu": 0.0131},
-        {"off_cpu": 0.0110, "c_calls_cpu": 0.01115, "calls_into_c": 50, "c_rest_cpu": 0.0118},
-    ]
-    times, per_call = fe_output_overhead.c_rest_times(paired)
-    assert per_call == pytest.approx(2e-6)  # the median of 2, 2 and 3 us
-    assert times == pytest.approx([0.0109 - 8e-5, 0.0131 - 1.2e-4, 0.0118 - 1e-4])
-
-
-def test_fe_overhead_goal_takes_each_rounds_ccx_cost_less_its_tmpfs_pages():
-    """Item 3's reference per evaluation: off + the rest from C + (ccx's cost per increment,
-    less the tier's pages of its field bytes) x increments; a round whose ccx cost is not
-    above zero gives no ratio, and a goal nothing measured is not met."""
-    paired = {
-        "cpu_pairs": [(0.010, 0.016), (0.012, 0.018)],
-        "c_rest_cpu": [0.0107, 0.0128],
-        "increments": [40, 41],
-        "call_cost": 1e-6,
-    }
-    runs = {
-        "paired": [paired, paired],
-        "replay_rest": [{"seconds": [0.0004, 0.0005]}] * 2,
-        "ccx": [
-            {"costs": [1.9e-4, 2.1e-4, 2.0e-4], "bytes": [18e3] * 3, "sink_per_byte": 0.5e-9},
-            {"costs": [-1e-5], "bytes": [18e3], "sink_per_byte": 0.5e-9},
-        ],
-    }
-    found = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
-    cost = 2.0e-4 - 0.5e-9 * 18e3
-    assert found["ccx_field_cost_per_increment_s"] == [pytest.approx(cost), None]
-    expected = [0.016 / (0.0107 + cost * 40), 0.018 / (0.0128 + cost * 41)]
-    assert found["values"] == pytest.approx(expected)
-    assert found["met"] is True and "1 round(s) without a ratio" in found["detail"]
-    assert "no interval" in found["detail"]  # one round: nothing to bootstrap
-    loop = fe_output_overhead.loop_row(runs)
-    expected = [0.016 / (0.010 + 0.0004 + cost * 40), 0.018 / (0.012 + 0.0005 + cost * 41)]
-    assert loop["values"] == pytest.approx(expected) and loop["goal"] is None
-
-    # where the gap is: the rest, Python over C in place; the field output over ccx's
-    paired["void_rest_cpu"] = [0.0112, 0.0131]
-    rest, field = fe_output_overhead.split_rows(runs)
-    assert rest["values"] == pytest.approx([(0.0012 + 0.0011) / (0.0007 + 0.0008)] * 2)
-    assert field["n"] == 1 and field["goal"] is None and rest["goal"] is None
-    per_increment = statistics.median([(0.016 - 0.0112) / 40, (0.018 - 0.0131) / 41])
-    assert field["values"] == pytest.approx([per_increment / cost])
-
-    runs["ccx"] = runs["ccx"][1:] * 2
-    nothing = fe_output_overhead.goal_row(runs, harness.at_most(1.05))
-    assert nothing["n"] == 0 and nothing["met"] is False and nothing["interval"] is None
-
-
-def test_fe_call_trace_refuses_what_the_void_cannot_replay(tmp_path):
-    with fe_output_overhead.CallTrace() as trace:
-        with pytest.raises(RuntimeError, match="traced open of"):
-            os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
-        with pytest.raises(RuntimeError, match="traced unlink"):
-            os.unlink(tmp_path / "f")
-    assert trace.lines == [] and os.open is trace.real["open"]
 
 
 @pytest.mark.e2e

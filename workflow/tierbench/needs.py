@@ -6,7 +6,8 @@ it. The studies are read from the same places Snakemake reads them: the
 default config, every ``--configfile``, and the paper studies when ``paper``
 is a target. A parameter that names a path a package installs (a workload's
 ``packaged_paths``: openfoam's tutorial cases) needs that package too.
-``--all`` (the test suite) names every workload's tools and packaged paths, and the bench's.
+``--all`` (the test suite) names every workload's tools and packaged paths, mounts and
+tracing; bench/ runs no tool besides those.
 
     python -m tierbench.needs [--all] [--missing] -- [snakemake args]
 """
@@ -26,8 +27,6 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 #: tools a study needs for what it does beside its workloads
 MOUNTS = {"bindfs": "bindfs"}  # tiers mounted for each job through FUSE (`tiers: [mounts]`)
 TRACING = {"strace": "strace"}  # experiments with `count_syscalls: true`
-#: what bench/ builds its references with, beside the workloads' tools (`--all`: the tests run it)
-BENCH = {"gfortran": "gfortran"}  # item 3: ccx's lines, written as its Fortran writes them
 
 
 def study_experiments(snakemake_args: list[str]) -> list[dict]:
@@ -103,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     rest = [a for a in args.snakemake_args if a != "--"]
     if args.all:
         everything = [{"workload": name} for name in registry()]
-        tools = {**tools_of(everything), **MOUNTS, **TRACING, **BENCH}
+        tools = {**tools_of(everything), **MOUNTS, **TRACING}
         tools.update({path: p for w in registry().values() for path, p in w.packaged_paths})
     else:
         tools = tools_of(study_experiments(rest))
