@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from tierbench import fidelity, intervals
+from tierbench import fidelity, intervals, workloads
 
 TIERS = {"shm": "shm", "disk": "disk"}
 #: per rank per write, as document 001 lists them: cfd_proxy's 8 files, v1912's 9
@@ -517,7 +517,7 @@ def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
     study = matrix.load_study(REPO / "config/studies/proxy_fidelity.yaml", config)
     tiers = matrix.resolve_tiers(config, REPO / "config/hardware", "/tmp")
     points = matrix.expand_study(study, tiers, scale)
-    for pair in fidelity.PAIRS:
+    for pair in fidelity.pairs():
 
         def shapes(workload, pair=pair):
             return {
@@ -530,6 +530,7 @@ def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
         assert proxy and proxy == real, (pair.proxy, proxy ^ real)
     proxies = [p for p in points if p.workload == "cfd_proxy"]
     writing = [p for p in proxies if p.params["write_interval"] != "none"]
-    cfd = {tuple(fidelity._norm(p.params.get(k)) for k in fidelity.PAIRS[0].shape) for p in writing}
+    shape = workloads.get("cfd_proxy").stands_for.shape
+    cfd = {tuple(fidelity._norm(p.params.get(k)) for k in shape) for p in writing}
     # the centre, two cell counts, one rank (and 4 at full), every step, ascii, collated
     assert len(cfd) == (8 if scale == "full" else 7)

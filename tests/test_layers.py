@@ -123,4 +123,3 @@ def test_the_check_sees_an_import_that_runs_back_up(tmp_path):
     )
     found = imports("job", source, set(modules()))
     assert found == {"workloads", "matrix", "verdicts", "units", "report"}
-

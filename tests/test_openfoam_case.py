@@ -243,7 +243,7 @@ def test_a_case_larger_than_max_bytes_is_caught_by_the_preflight(tmp_path):
 
 
 def test_a_case_is_never_compared_with_the_proxy_of_the_duct():
-    (pair,) = [pair for pair in fidelity.PAIRS if pair.real == "openfoam"]
+    (pair,) = [pair for pair in fidelity.pairs() if pair.real == "openfoam"]
     assert "case" in pair.own_input
 
 

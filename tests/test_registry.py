@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from conftest import MACHINE, REPO
 from tierbench import matrix, schemas, workload_docs
-from tierbench.workloads import HOOK_DEFAULTS, Tool, Workload, get, registry
+from tierbench.workloads import HOOK_DEFAULTS, Pair, Tool, Workload, get, registry
 
 #: a workload a user could add: one module plus its schema, nothing else edited
 TOY_MODULE = '''
@@ -75,6 +75,16 @@ def test_a_misspelt_hook_fails_when_declared():
         Workload(name="x", summary="", run=print, family="fio", planed_bytes=len)
     with pytest.raises(TypeError, match="must be a function"):
         Workload(name="x", summary="", run=print, family="fio", threads=4)
+
+
+def test_a_proxy_names_an_application_of_the_registry_and_itself():
+    proxies = {n: w.stands_for for n, w in registry().items() if w.stands_for is not None}
+    assert {"cfd_proxy", "fe_proxy"} <= set(proxies)
+    for name, pair in proxies.items():
+        assert pair.proxy == name and pair.real in registry() and pair.shape
+    other = Pair(proxy="cfd_proxy", real="openfoam", unit="write", shape=("ranks",))
+    with pytest.raises(TypeError, match="stands_for must be Pair"):
+        Workload(name="toy", summary="", run=print, stands_for=other)
 
 
 def test_estimate_of_an_unknown_hook_is_an_error_not_a_default():

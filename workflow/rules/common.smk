@@ -52,7 +52,8 @@ def per_job(func):
     """Mark a function Snakemake calls for every job, and give it its signature now.
 
     Snakemake inspects an input or resource function's signature on each
-    call, several times for every job: a few percent of a large dry run.
+    call, several times for every job, which a large study's dry run pays on
+    every call.
     """
     overwrite_function_params(func, inspect.signature(func).parameters)
     return func
@@ -193,7 +194,8 @@ def study_records(wildcards):
 def holds_a_pair(study):
     """Does the study run a proxy beside the real application it stands for?"""
     workloads = {p.workload for p in study_points(study)}
-    return any(WORKLOADS[w].stands_for in workloads for w in workloads)
+    pairs = [WORKLOADS[w].stands_for for w in workloads if WORKLOADS[w].stands_for]
+    return any(pair.real in workloads for pair in pairs)
 
 
 def traced_records(wildcards):

@@ -3,7 +3,7 @@
 A study that holds a proxy and its real application (``cfd_proxy`` and
 ``openfoam``, ``fe_proxy`` and ``calculix``) is compared point by point: a
 proxy point and a real point on the same tier with the same shape (the
-parameters of :data:`PAIRS`), side by side:
+parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
 
 - files and folders per write (per evaluation for FE), and bytes per write;
 - the mix of file-system calls per write, from an experiment with
@@ -41,6 +41,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ from . import intervals
 from .schemas import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
+from .workloads import Pair, registry
 
 FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
     "faithful",
@@ -63,94 +65,11 @@ BAND = (0.9, 1.1)
 COUNT_TOLERANCE = 0.5
 
 
-@dataclass(frozen=True)
-class Pair:
-    """A proxy, its real application, and how their points are matched and measured."""
-
-    proxy: str
-    real: str
-    #: per what the output is counted: "write" (CFD) or "evaluation" (FE)
-    unit: str
-    #: parameters that must be equal for two points to be compared
-    shape: tuple[str, ...]
-    #: per workload, the parameters that make a point the no-output (or minimal) baseline
-    baseline: dict = field(default_factory=dict)
-    #: time per unit whose difference to the baseline is the I/O cost
-    time_metric: str = ""
-    #: the time the tier ratio is taken of
-    headline: str = ""
-    files: str = ""
-    dirs: str | None = None
-    #: what a proxy point must be set to to stand for this application (a proxy may also
-    #: imitate something else, such as a document's own output, in the same study)
-    imitates: dict = field(default_factory=dict)
-    #: FE: the metric of increments per evaluation. Each solver converges in its own
-    #: number of increments and writes its output per increment, so bytes are judged
-    #: per increment, and per evaluation shown beside them
-    increments: str | None = None
-    #: a cost per write each workload measures within one run or job, preferred to the
-    #: difference of a point and its baseline, which the machine's drift between two jobs
-    #: minutes apart can move by more than a write costs: CFD's ``write_cost`` (the steps
-    #: that write against those that do not), FE's ``output_cost_per_increment`` (each
-    #: evaluation against the same analysis without field output, ``paired_baseline``)
-    cost_metric: str | None = None
-    #: the compute: what it is called, its metric on a no-output baseline point and the same
-    #: time measured within an output run (CFD: its steps without a write; FE: each
-    #: evaluation's paired analysis without field output)
-    compute: tuple[str, str, str] = ("", "", "")
-    #: the real application's parameters that name a user's own input (calculix's deck): a
-    #: point with one runs a model the proxy does not imitate, and is never compared
-    own_input: tuple[str, ...] = ()
-
-    @property
-    def write_unit(self) -> str:
-        """What one write is: a write time (CFD), an increment's output (FE)."""
-        return "increment" if self.increments else self.unit
-
-
-PAIRS = (
-    Pair(
-        proxy="cfd_proxy",
-        real="openfoam",
-        unit="write",
-        shape=(
-            "ranks", "cells_per_rank", "write_interval", "file_handler",
-            "ensemble", "write_format", "purge_write",
-        ),
-        baseline={"cfd_proxy": {"write_interval": "none"}, "openfoam": {"write_interval": "none"}},
-        time_metric="time_per_step",
-        headline="time_per_step",
-        files="files_created",
-        dirs="dirs_created",
-        imitates={"file_set": "v1912"},
-        cost_metric="write_cost",
-        compute=("time per step without writes", "time_per_step", "time_per_step_nowrite"),
-        own_input=("case",),
-    ),
-    Pair(
-        proxy="fe_proxy",
-        real="calculix",
-        unit="evaluation",
-        shape=(
-            "population", "generations", "elite", "seed", "cores",
-            "elements", "increments", "max_strain",
-        ),
-        # neither can run with no output at all: the baseline is no field output (.frd)
-        baseline={"fe_proxy": {"frd_every": 0}, "calculix": {"frd_every": 0}},
-        time_metric="eval_time_median",
-        headline="wall_time",
-        files="files_written",
-        dirs=None,
-        imitates={"output_model": "calculix"},
-        increments="solver_increments_median",
-        cost_metric="output_cost_per_increment",
-        compute=(
-            "evaluation time without field output", "eval_time_median",
-            "eval_time_baseline_median",
-        ),
-        own_input=("deck",),
-    ),
-)  # fmt: skip
+@cache
+def pairs() -> tuple[Pair, ...]:
+    """Every proxy of the registry with the application it stands for (its declaration's
+    ``stands_for``), in name order."""
+    return tuple(w.stands_for for w in registry().values() if w.stands_for is not None)
 
 
 # ------------------------------------------------------------------ points of a study
@@ -1054,7 +973,7 @@ def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
     experiments, not_counted = traced_notes(list(traced_paths))
     points = load_points(results, experiments)
     study = str(results["study"].iloc[0]) if not results.empty else ""
-    proxies = [c for pair in PAIRS if (c := compare(pair, points, not_counted)) is not None]
+    proxies = [c for pair in pairs() if (c := compare(pair, points, not_counted)) is not None]
     return {
         "study": study,
         "band": list(BAND),
@@ -1100,7 +1019,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def failed_points(summary: pd.DataFrame) -> list[dict]:
     """Points of the compared workloads without a number, and why (shown beside the table)."""
-    names = {w for pair in PAIRS for w in (pair.proxy, pair.real)}
+    names = {w for pair in pairs() for w in (pair.proxy, pair.real)}
     if summary.empty or "status" not in summary.columns:
         return []
     rows = summary[(summary["metric"] == "status") & summary["workload"].isin(names)]

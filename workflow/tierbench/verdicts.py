@@ -824,8 +824,9 @@ DOCUMENTS = {
 }
 
 
-#: documents whose job a proxy and the real application both run: each gets its verdicts
-APPLICATIONS = {"000": ("fe_proxy", "calculix"), "001": ("cfd_proxy", "openfoam")}
+#: documents whose job a proxy runs, which the study may run beside its real application
+#: (the proxy's declaration names it): each gets its verdicts
+PROXIES = {"000": "fe_proxy", "001": "cfd_proxy"}
 
 
 def judge(
@@ -843,9 +844,10 @@ def judge(
     study = Study(summary, Runs(results))
     published = ref[ref["document"] == document]
     found = DOCUMENTS[document](study, published)
-    if document not in APPLICATIONS or study.ok["workload"].ne(APPLICATIONS[document][1]).all():
+    proxy = PROXIES.get(document)
+    real = workloads.get(proxy).stands_for.real if proxy else None
+    if real is None or study.ok["workload"].ne(real).all():
         return found
-    proxy, real = APPLICATIONS[document]
     for verdict in found:
         verdict.lesson += f" [{proxy}]"
     if results is not None:

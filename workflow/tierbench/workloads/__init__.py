@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 #: a function of a point's complete parameters
@@ -38,6 +38,53 @@ class Tool:
     package: str
     #: how to ask it its version for the provenance; None: do not ask
     version: tuple[str, ...] | None = ("--version",)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A proxy, its real application, and how their points are matched and measured: what
+    the fidelity table (tierbench.fidelity) compares, declared by the proxy (``stands_for``).
+    """
+
+    proxy: str
+    real: str
+    #: per what the output is counted: "write" (CFD) or "evaluation" (FE)
+    unit: str
+    #: parameters that must be equal for two points to be compared
+    shape: tuple[str, ...]
+    #: per workload, the parameters that make a point the no-output (or minimal) baseline
+    baseline: dict = field(default_factory=dict)
+    #: time per unit whose difference to the baseline is the I/O cost
+    time_metric: str = ""
+    #: the time the tier ratio is taken of
+    headline: str = ""
+    files: str = ""
+    dirs: str | None = None
+    #: what a proxy point must be set to to stand for this application (a proxy may also
+    #: imitate something else, such as a document's own output, in the same study)
+    imitates: dict = field(default_factory=dict)
+    #: FE: the metric of increments per evaluation. Each solver converges in its own
+    #: number of increments and writes its output per increment, so bytes are judged
+    #: per increment, and per evaluation shown beside them
+    increments: str | None = None
+    #: a cost per write each workload measures within one run or job, preferred to the
+    #: difference of a point and its baseline, which the machine's drift between two jobs
+    #: minutes apart can move by more than a write costs: CFD's ``write_cost`` (the steps
+    #: that write against those that do not), FE's ``output_cost_per_increment`` (each
+    #: evaluation against the same analysis without field output, ``paired_baseline``)
+    cost_metric: str | None = None
+    #: the compute: what it is called, its metric on a no-output baseline point and the same
+    #: time measured within an output run (CFD: its steps without a write; FE: each
+    #: evaluation's paired analysis without field output)
+    compute: tuple[str, str, str] = ("", "", "")
+    #: the real application's parameters that name a user's own input (calculix's deck): a
+    #: point with one runs a model the proxy does not imitate, and is never compared
+    own_input: tuple[str, ...] = ()
+
+    @property
+    def write_unit(self) -> str:
+        """What one write is: a write time (CFD), an increment's output (FE)."""
+        return "increment" if self.increments else self.unit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,8 +111,9 @@ class Workload:
     #: started through the `mpi` launcher with `tasks` ranks (mpiexec, srun --mpi=pmix); its
     #: jobs hold a core per rank (``threads`` defaults to ``tasks``)
     mpi: bool = False
-    #: for a proxy: the real application it stands for (the report checks its fidelity)
-    stands_for: str | None = None
+    #: for a proxy: the real application it stands for, and how their points are matched
+    #: and measured (the report checks its fidelity)
+    stands_for: Pair | None = None
     #: the metrics that say what a faster tier buys a job (the report's first screen ranks the
     #: tiers on them); the first a point measured counts. Times: lower is better; rates: higher.
     headline: tuple[str, ...] = ()
@@ -109,6 +157,8 @@ class Workload:
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise TypeError(f"workload {self.name}: {hook} must be a function of the params")
+        if self.stands_for is not None and self.stands_for.proxy != self.name:
+            raise TypeError(f"workload {self.name}: stands_for must be Pair(proxy={self.name!r})")
 
     @property
     def schema(self) -> str:

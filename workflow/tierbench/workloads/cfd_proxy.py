@@ -12,7 +12,8 @@ What a write puts on disk is ``file_set``'s (:mod:`tierbench.foam`):
 ``v1912`` (the default) the 9 files per rank per write of OpenFOAM v1912's
 simpleFoam, sized as the openfoam workload's duct of the same cells per rank
 writes them (boundary patches included), or ``document_001`` the 8 files
-document 001 lists, as the proxy wrote them before it was calibrated.
+document 001 lists, for a study that reproduces the document's own file
+count (cfd_dcpmm).
 
 How much a step computes is the application's time per step at that shape,
 not a count of the proxy's own work: ``compute_per_cell_step`` seconds per
@@ -55,7 +56,7 @@ from ..records import metric
 from ..rundir import RunFolder
 from ..schemas import complete, schema_defaults
 from ..units import parse_size
-from . import Tool, Workload
+from . import Pair, Tool, Workload
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
 DEFAULT_LAUNCHER = "mpiexec"
@@ -636,7 +637,24 @@ WORKLOAD = Workload(
     name="cfd_proxy",
     summary="OpenFOAM-style MPI output: ranks x steps, write interval, ensembles",
     headline=("time_per_step",),
-    stands_for="openfoam",
+    stands_for=Pair(
+        proxy="cfd_proxy",
+        real="openfoam",
+        unit="write",
+        shape=(
+            "ranks", "cells_per_rank", "write_interval", "file_handler",
+            "ensemble", "write_format", "purge_write",
+        ),
+        baseline={"cfd_proxy": {"write_interval": "none"}, "openfoam": {"write_interval": "none"}},
+        time_metric="time_per_step",
+        headline="time_per_step",
+        files="files_created",
+        dirs="dirs_created",
+        imitates={"file_set": "v1912"},
+        cost_metric="write_cost",
+        compute=("time per step without writes", "time_per_step", "time_per_step_nowrite"),
+        own_input=("case",),
+    ),
     run=run,
     family="cfd",
     env="cfd",
@@ -649,4 +667,4 @@ WORKLOAD = Workload(
     tasks=tasks,
     nodes=nodes,
     page_cache=page_cache_rule("cfd_proxy", planned_bytes),
-)
+)  # fmt: skip

@@ -16,7 +16,7 @@ solver reads it back, solves, and writes what the application named by
 
 - ``calculix`` (default): what CalculiX 2.20 (``ccx``) writes for that deck,
   measured with strace (see CALCULIX OUTPUT below).
-- ``abaqus``: the Abaqus/Standard-like set of earlier versions, an estimate:
+- ``abaqus``: an Abaqus/Standard-like set, estimated rather than measured:
   .msg, .sta and .odb kept open and appended every increment, a restart file
   rewritten every ``restart_interval`` increments, pre-processor files of
   ``model_bytes``, ``files`` files in all.
@@ -74,7 +74,7 @@ from ..job import Job
 from ..records import metric
 from ..schemas import complete, schema_defaults
 from ..units import parse_size
-from . import Workload, fe_model, frd, ga
+from . import Pair, Workload, fe_model, frd, ga
 
 #: the known material of the target curve, and what the GA fits (MPa)
 TRUTH = fe_model.Material()
@@ -541,7 +541,8 @@ class CalculixOutput:
     An increment's calls are counted in the writer's own tallies, added to
     the Disk once, at :meth:`finish` (or :meth:`close` after an error): the
     Python around the calls is kept to the least, as the calls themselves are
-    the application's and the rest is the proxy's own cost (bench item 3).
+    the application's and the rest is the proxy's own cost (docs/design.md,
+    "Why the FE proxy's output stays Python").
     """
 
     def __init__(self, disk: Disk, layout: CalculixLayout, frd_every: int = 1):
@@ -1244,7 +1245,29 @@ WORKLOAD = Workload(
     name="fe_proxy",
     summary="a genetic algorithm over a small non-linear FE model writing solver output",
     headline=("wall_time",),
-    stands_for="calculix",
+    stands_for=Pair(
+        proxy="fe_proxy",
+        real="calculix",
+        unit="evaluation",
+        shape=(
+            "population", "generations", "elite", "seed", "cores",
+            "elements", "increments", "max_strain",
+        ),
+        # neither can run with no output at all: the baseline is no field output (.frd)
+        baseline={"fe_proxy": {"frd_every": 0}, "calculix": {"frd_every": 0}},
+        time_metric="eval_time_median",
+        headline="wall_time",
+        files="files_written",
+        dirs=None,
+        imitates={"output_model": "calculix"},
+        increments="solver_increments_median",
+        cost_metric="output_cost_per_increment",
+        compute=(
+            "evaluation time without field output", "eval_time_median",
+            "eval_time_baseline_median",
+        ),
+        own_input=("deck",),
+    ),
     run=run,
     family="fe",
     env="fe",
@@ -1253,4 +1276,4 @@ WORKLOAD = Workload(
     creates_files=True,
     threads=threads,
     page_cache=page_cache_rule("fe_proxy", planned_bytes),
-)
+)  # fmt: skip
