@@ -14,9 +14,9 @@ application's, for the same shape on /dev/shm.
   a write costs), so its cost is fitted with those iterations taken out (see
   the openfoam workload). A round runs a job of each through ``python -m
   tierbench.runner --spec`` (params completed from the schemas), the order
-  alternating. (Taking the cost between a run with writes and one without,
-  as an earlier version also did, gave per-round costs from -28 to 9 ms: two
-  runs' compute differs by more than a write costs on a shared machine.)
+  alternating. The cost is not taken between a run with writes and one
+  without: two runs' compute differs by more than a write costs on a shared
+  machine (such costs ranged from -28 to 9 ms per write from round to round).
 - FE: ``fe_proxy`` (``output_model: calculix``) vs ``calculix`` (ccx): the same
   elements and increments, each workload's own ``evaluate`` (as a GA worker
   runs it) on the same parameter sets, drawn from the GA's bounds. Neither can
@@ -34,8 +34,8 @@ application's, for the same shape on /dev/shm.
   CPU time (the evaluating process's, and ccx's from its rusage): on /dev/shm
   the output is all CPU work, and a ccx run's wall time varies by more than
   its output costs on a shared machine; beside it, without a goal, on the
-  wall time. Evaluations of separate GA jobs, which the first version of this
-  item compared, differed between jobs by more than the output costs.
+  wall time. Nor is it taken between separate GA jobs: their evaluations
+  differ from job to job by more than the output costs.
 
 Both write buffered, without fsync: the writes land in tmpfs pages. A round
 runs the four jobs of a proxy (proxy with and without output, application
