@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import textwrap
 
 import pytest
 from conftest import MACHINE, REPO
-from tierbench import matrix, schemas, workload_docs
+from tierbench import matrix, pagecache, schemas, workload_docs
 from tierbench.workloads import HOOK_DEFAULTS, Pair, Tool, Workload, get, registry
 
 #: a workload a user could add: one module plus its schema, nothing else edited
@@ -18,12 +19,17 @@ TOY_MODULE = '''
 
 import time
 
+from .. import pagecache
 from ..records import metric
 from . import Tool, Workload
 
 
 def planned_bytes(params):
     return params["size"]
+
+
+def page_cache(params, limits):
+    return pagecache.buffered_write("toy buffered write", params["size"], limits)
 
 
 def run(job):
@@ -38,6 +44,7 @@ WORKLOAD = Workload(
     run=run,
     tools=(Tool("true", "coreutils"),),
     planned_bytes=planned_bytes,
+    page_cache=page_cache,
 )
 '''
 TOY_SCHEMA = """
@@ -61,6 +68,30 @@ experiments:
     tiers: [shm, disk]
     params: {size: [1024, 2048]}
 """
+
+
+def toy_declaration(source: str) -> Workload:
+    """The toy module's WORKLOAD, imported as the registry would, without adding a file."""
+    spec = importlib.util.spec_from_loader("tierbench.workloads.toy", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "tierbench.workloads"
+    exec(compile(textwrap.dedent(source), "toy.py", "exec"), module.__dict__)
+    return module.WORKLOAD
+
+
+def test_a_new_workload_brings_its_page_cache_rule_and_without_one_reads_unknown():
+    limits = {"ram": 1 << 30, "dirty_limit": 1 << 20}
+    toy = toy_declaration(TOY_MODULE)
+    small, large = {"size": 4096}, {"size": 4 << 20}
+    assert pagecache.assess(toy, small, "disk", limits)["page_cache"] == pagecache.IN_MEMORY
+    assert pagecache.assess(toy, large, "nvme", limits)["page_cache"] == pagecache.DEVICE
+    assert pagecache.assess(toy, large, "tmpfs", limits)["page_cache"] == pagecache.RAM_TIER
+    plain = toy_declaration(TOY_MODULE.replace("    page_cache=page_cache,\n", ""))
+    found = pagecache.assess(plain, small, "disk", limits)
+    assert (
+        found["page_cache"] == pagecache.UNKNOWN
+        and "no page-cache rule" in found["page_cache_reason"]
+    )
 
 
 def test_every_module_with_a_declaration_is_registered():
@@ -199,6 +230,9 @@ def test_a_toy_workload_is_planned_run_checked_and_plotted(pipeline):
 
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary["metric"]) == {"toy_time"} and (summary["n"] == 2).all()
+    # its own page-cache rule judged its points: a few KiB on the disk may stay in memory
+    page_cache = dict(zip(summary["tier"], summary["page_cache"], strict=True))
+    assert page_cache == {"shm": pagecache.RAM_TIER, "disk": pagecache.IN_MEMORY}
     assert (out / "figures").is_dir() and any((out / "figures").rglob("*.png"))
     # a tool the toy names but the machine lacks stops the preflight with its package
     (root / "workflow/tierbench/workloads/toy.py").write_text(
