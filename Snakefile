@@ -2,7 +2,7 @@
 
 Table of contents: the configuration is validated, one benchmark rule per
 workload of the registry is generated, and `all` builds the report of the
-configured study, results/<machine>/report.html (`paper` builds the five
+configured study, results/<machine>/report.html (`paper` builds the
 document studies and their report). <machine> is the hardware file's name, or
 the host's when none is given: machines never share a path.
 """

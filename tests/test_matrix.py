@@ -157,3 +157,17 @@ def test_an_experiment_may_run_its_own_number_of_repetitions():
     assert matrix.repetitions(study, "timed") == [1, 2, 3]
     assert matrix.repetitions(study, "traced") == [1]
     assert matrix.fixed_repetitions(study) == {"traced"}
+
+
+def test_a_study_file_with_a_document_joins_the_paper_in_document_order(tmp_path):
+    """No list of papers in code: a new document's study file is part of `paper`."""
+    assert matrix.PAPER_STUDIES == (
+        "fe_tmpfs", "cfd_dcpmm", "ramdisk_macos", "tmpfs_advent", "eagle_local"
+    )  # fmt: skip
+    for name, document in (("zz_late", "009"), ("aa_early", "000b"), ("mine", None)):
+        text = f"study: {name}\nexperiments: []\n"
+        text += f'document: "{document}"\n' if document else ""
+        (tmp_path / f"{name}.yaml").write_text(text)
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "x.yaml").write_text('study: x\ndocument: "001"\n')
+    assert matrix.paper_studies(tmp_path) == ("aa_early", "zz_late")

@@ -1,4 +1,4 @@
-"""Re-run the five documents' studies: published numbers beside ours, a verdict per lesson."""
+"""Re-run the documents' studies: published numbers beside ours, a verdict per lesson."""
 
 
 checkpoint extra_repetitions:
@@ -72,7 +72,7 @@ ruleorder: paper_figures > figures
 
 
 rule paper:
-    """results/<machine>/paper.html: the five document studies, each with its verdicts."""
+    """results/<machine>/paper.html: the document studies, each with its verdicts."""
     input:
         **report_inputs(paper_studies()),
     output:

@@ -27,8 +27,23 @@ VOID = "void"
 CONFIG_SCHEMA = "config.schema.yaml"
 #: hardware-file keys that say how the machine provides an application (see the hardware schema)
 SITE_SOFTWARE = ("openfoam",)
-#: the documents' studies (config/studies/<id>.yaml), in document order: the `paper` target
-PAPER_STUDIES = ("fe_tmpfs", "cfd_dcpmm", "ramdisk_macos", "tmpfs_advent", "eagle_local")
+#: the study files; one with ``document:`` re-runs that document and belongs to the paper
+STUDIES_DIR = Path(__file__).resolve().parents[2] / "config" / "studies"
+
+
+def paper_studies(folder: Path = STUDIES_DIR) -> tuple[str, ...]:
+    """The studies that re-run a document, in the documents' order: every study file of
+    ``folder`` (not its subfolders: examples) with ``document:``, named by its file."""
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
+        data = load_yaml(path)
+        if isinstance(data, dict) and data.get("document"):
+            found.append((str(data["document"]), path.stem))
+    return tuple(stem for _, stem in sorted(found))
+
+
+#: the `paper` target: a new document's study file joins it, no list to edit
+PAPER_STUDIES = paper_studies()
 #: Keys a study file may set; everything else in a config is global.
 STUDY_KEYS = ("study", "title", "document", "experiments", "repetitions", "warmup")
 
