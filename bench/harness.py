@@ -169,12 +169,13 @@ def snakemake(
     return time.perf_counter() - start, done
 
 
-def copy_pipeline(scratch: Path, name: str) -> Path:
-    """A copy of the pipeline, without results, for a run that must not touch the clone's."""
+def copy_pipeline(scratch: Path, name: str, origin: Path = REPO) -> Path:
+    """A copy of the pipeline, without results, for a run that must not touch the clone's
+    (``origin``: the checkout to copy, or an earlier copy of it)."""
     root = scratch / name
     root.mkdir()
     for entry in PIPELINE_FILES:
-        source = REPO / entry
+        source = origin / entry
         if source.is_dir():
             shutil.copytree(
                 source, root / entry, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")

@@ -2,7 +2,8 @@
 
 Runs the ``paper`` target ``--runs`` times (default 3) at ``--scale`` (default
 ``default``), each in its own fresh copy of the pipeline (so a fresh results
-folder, nothing cached between runs), one after the other on this machine.
+folder, nothing cached between runs), one after the other on this machine;
+every copy is made from one snapshot of the checkout taken at the start.
 With ``--cluster`` the runs go through ``snakemake --profile slurm`` to the
 cluster on one machine (:mod:`tierbench.minicluster`, as root), with its
 hardware file: document 001 judged on a shared file system, as issue 30 asks
@@ -128,9 +129,10 @@ def paper_run(
     studies: list[str] | None,
     keep: Path | None = None,
     cluster: bool = False,
+    origin: Path = REPO,
 ) -> tuple:
-    """One run in a fresh copy of the pipeline: its wall time and its verdicts."""
-    root = copy_pipeline(scratch, f"paper{index}")
+    """One run in a fresh copy of the pipeline (of ``origin``): its wall time and its verdicts."""
+    root = copy_pipeline(scratch, f"paper{index}", origin)
     if cluster:  # the profile name is looked up in the run's folder
         (root / "slurm").symlink_to((REPO / "slurm").readlink())
     args = run_args(scale, studies, cluster)
@@ -223,11 +225,14 @@ def repeatability(
     scratch: Path, runs: int, scale: str, studies, goals, reduced=False, keep=None, cluster=False
 ):
     walls, verdicts = [], []
+    # every run copies one snapshot taken now: a run takes up to hours, and edits made in the
+    # checkout meanwhile must not reach the later runs of what is measured as one pipeline
+    snapshot = copy_pipeline(scratch, "snapshot")
     with ExitStack() as stack:
         if cluster:
             stack.enter_context(cluster_up())
         for index in range(runs):
-            seconds, found = paper_run(scratch, index, scale, studies, keep, cluster)
+            seconds, found = paper_run(scratch, index, scale, studies, keep, cluster, snapshot)
             walls.append(seconds)
             verdicts.append(found)
             counts = ", ".join(
