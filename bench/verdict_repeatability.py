@@ -26,11 +26,12 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 from collections import Counter
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness import REPO, at_least, at_most, copy_pipeline, log, row, snakemake
+from harness import PIPELINE_FILES, REPO, at_least, at_most, copy_pipeline, log, row, snakemake
 
 #: what a run on the cluster adds to the snakemake command (as tests/test_slurm.py)
 CLUSTER_ARGS = [
@@ -79,13 +80,51 @@ def targets(studies: list[str] | None, machine: str = MACHINE) -> list[str]:
 
 def read_verdicts(root: Path, machine: str = MACHINE) -> dict[tuple[str, str], str]:
     """(study, lesson) -> status, from every verdict.json of a run."""
+    return verdicts_under(root / "results" / machine)
+
+
+def verdicts_under(folder: Path) -> dict[tuple[str, str], str]:
+    """(study, lesson) -> status, from every <study>/verdict.json in ``folder``."""
     found = {}
-    for path in sorted((root / "results" / machine).glob("*/verdict.json")):
+    for path in sorted(folder.glob("*/verdict.json")):
         for verdict in json.loads(path.read_text())["verdicts"]:
             found[(path.parent.name, verdict["lesson"])] = verdict["status"]
     if not found:
-        raise RuntimeError(f"no verdict.json under {root / 'results' / machine}")
+        raise RuntimeError(f"no verdict.json under {folder}")
     return found
+
+
+def pipeline_commit() -> str:
+    """The checkout's commit, refused when its pipeline files have uncommitted edits: a kept
+    run is named by the commit it measured, so that later runs can be matched with it."""
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", *PIPELINE_FILES],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    if dirty.strip():
+        raise SystemExit(f"uncommitted edits in the pipeline; commit them first:\n{dirty}")
+    return git("rev-parse", "HEAD")
+
+
+def git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def earlier_runs(folders: list[Path], commit: str) -> list[dict[tuple[str, str], str]]:
+    """Verdicts of runs kept by an earlier invocation (``--earlier``), one hour-long run per
+    session: each must have measured the same pipeline files as this one."""
+    runs = []
+    for folder in folders:
+        measured = (folder / "commit").read_text().strip()
+        changed = git("diff", "--name-only", measured, commit, "--", *PIPELINE_FILES)
+        if changed:
+            raise SystemExit(
+                f"{folder} measured {measured[:10]}, whose pipeline differs from "
+                f"{commit[:10]} in: {', '.join(changed.split())}"
+            )
+        runs.append(verdicts_under(folder))
+    return runs
 
 
 #: where each run's verdicts and tables are kept (``--keep``), to read why two runs differ
@@ -130,6 +169,7 @@ def paper_run(
     keep: Path | None = None,
     cluster: bool = False,
     origin: Path = REPO,
+    commit: str = "",
 ) -> tuple:
     """One run in a fresh copy of the pipeline (of ``origin``): its wall time and its verdicts."""
     root = copy_pipeline(scratch, f"paper{index}", origin)
@@ -148,6 +188,7 @@ def paper_run(
             raise RuntimeError(f"snakemake {' '.join(args)} failed: {tail}")
         if keep is not None:
             keep_tables(root, keep, index, machine_of(cluster))
+            (keep / f"run{index}" / "commit").write_text(commit + "\n")
         return seconds, read_verdicts(root, machine_of(cluster))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -196,7 +237,7 @@ def lesson_rows(table: list[dict]) -> list[dict]:
 def summary_rows(table, walls, scale, studies, goals, reduced, cluster=False) -> list[dict]:
     agreement_goal, wall_goal = goals
     agree = sum(entry["agree"] for entry in table)
-    runs = len(walls)
+    runs = len(table[0]["verdicts"]) if table else len(walls)
     what = "paper" if studies is None else ", ".join(studies)
     if cluster:
         what += " on the two-node cluster (hardware=minicluster, --profile slurm)"
@@ -222,17 +263,27 @@ def summary_rows(table, walls, scale, studies, goals, reduced, cluster=False) ->
 
 
 def repeatability(
-    scratch: Path, runs: int, scale: str, studies, goals, reduced=False, keep=None, cluster=False
+    scratch: Path,
+    runs: int,
+    scale: str,
+    studies,
+    goals,
+    reduced=False,
+    keep=None,
+    cluster=False,
+    earlier=(),
 ):
-    walls, verdicts = [], []
+    walls, verdicts = [], list(earlier)
     # every run copies one snapshot taken now: a run takes up to hours, and edits made in the
     # checkout meanwhile must not reach the later runs of what is measured as one pipeline
-    snapshot = copy_pipeline(scratch, "snapshot")
+    snapshot, commit = copy_pipeline(scratch, "snapshot"), git("rev-parse", "HEAD")
     with ExitStack() as stack:
         if cluster:
             stack.enter_context(cluster_up())
         for index in range(runs):
-            seconds, found = paper_run(scratch, index, scale, studies, keep, cluster, snapshot)
+            seconds, found = paper_run(
+                scratch, index, scale, studies, keep, cluster, snapshot, commit
+            )
             walls.append(seconds)
             verdicts.append(found)
             counts = ", ".join(
@@ -260,16 +311,33 @@ def main() -> int:
     parser.add_argument(
         "--cluster", action="store_true", help="run through Slurm on the cluster on one machine"
     )
+    parser.add_argument(
+        "--earlier",
+        type=Path,
+        action="append",
+        default=[],
+        help="a run folder kept by an earlier --keep, compared with these runs (same pipeline)",
+    )
     args = parser.parse_args()
-    if args.runs < 2:
-        raise SystemExit("--runs: at least 2 runs to compare")
+    if args.runs + len(args.earlier) < 2:
+        raise SystemExit("--runs: at least 2 runs to compare, counting --earlier ones")
+    earlier = earlier_runs(args.earlier, pipeline_commit()) if args.earlier else []
+    if args.keep is not None:
+        pipeline_commit()  # a kept run is named by its commit: refuse uncommitted edits
     studies = args.studies.split(",") if args.studies else None
     goals = (at_least(1.0), at_most(900.0, "s"))
     scratch = Path(args.scratch) / f"tierbench-repeat-{os.getpid()}"
     scratch.mkdir(parents=True)
     try:
         rows = repeatability(
-            scratch, args.runs, args.scale, studies, goals, keep=args.keep, cluster=args.cluster
+            scratch,
+            args.runs,
+            args.scale,
+            studies,
+            goals,
+            keep=args.keep,
+            cluster=args.cluster,
+            earlier=earlier,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
