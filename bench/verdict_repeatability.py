@@ -255,10 +255,14 @@ def summary_rows(table, walls, scale, studies, goals, reduced, cluster=False) ->
         "each run: " + ", ".join(f"{w:.0f} s" for w in walls)
         + "; one run after the other, each in a fresh copy of the pipeline",
     )  # fmt: skip
-    if reduced:
+    if reduced or runs < 2:
         for out in (agreement, wall):
             out["met"] = None
-            out["detail"] += "; --tiny: a reduced run, not the paper's figure"
+            out["detail"] += (
+                "; --tiny: a reduced run, not the paper's figure"
+                if reduced
+                else "; one run, kept to compare with later ones (--earlier)"
+            )
     return [agreement, wall]
 
 
@@ -319,8 +323,8 @@ def main() -> int:
         help="a run folder kept by an earlier --keep, compared with these runs (same pipeline)",
     )
     args = parser.parse_args()
-    if args.runs + len(args.earlier) < 2:
-        raise SystemExit("--runs: at least 2 runs to compare, counting --earlier ones")
+    if args.runs + len(args.earlier) < 2 and args.keep is None:
+        raise SystemExit("--runs: at least 2 runs to compare, counting --earlier ones, or --keep")
     earlier = earlier_runs(args.earlier, pipeline_commit()) if args.earlier else []
     if args.keep is not None:
         pipeline_commit()  # a kept run is named by its commit: refuse uncommitted edits
