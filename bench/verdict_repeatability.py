@@ -127,8 +127,8 @@ def earlier_runs(folders: list[Path], commit: str) -> list[dict[tuple[str, str],
     return runs
 
 
-#: where each run's verdicts and tables are kept (``--keep``), to read why two runs differ
-KEPT = ("verdict.json", "summary.csv", "repetitions.json")
+#: what each run keeps (``--keep``): enough to read why two runs differ and to judge it again
+KEPT = ("verdict.json", "summary.csv", "results.csv", "repetitions.json", "fidelity.json")
 
 
 def keep_tables(root: Path, keep: Path, index: int, machine: str = MACHINE) -> None:

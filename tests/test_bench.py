@@ -182,6 +182,21 @@ def test_repeatability_agrees_only_when_every_run_gives_the_same_verdict(tmp_pat
     assert shares == [1.0, pytest.approx(1 / 3)]
 
 
+def test_an_earlier_run_joins_only_when_it_measured_the_same_pipeline(tmp_path):
+    """Runs kept in earlier sittings count only where the pipeline files did not change."""
+    head = repeat.git("rev-parse", "HEAD")
+    first_commit = repeat.git("rev-list", "--max-parents=0", "HEAD").split()[0]
+    same, other = tmp_path / "same", tmp_path / "other"
+    for folder, commit in ((same, head), (other, first_commit)):
+        write_verdicts(folder, "cfd_dcpmm", ["reproduced"])
+        study = folder / "results" / repeat.MACHINE / "cfd_dcpmm"
+        (study.parent / "commit").write_text(commit + "\n")
+    kept = tmp_path / "same" / "results" / repeat.MACHINE
+    assert repeat.earlier_runs([kept], head) == [{("cfd_dcpmm", "lesson 0"): "reproduced"}]
+    with pytest.raises(SystemExit, match="whose pipeline differs from"):
+        repeat.earlier_runs([tmp_path / "other" / "results" / repeat.MACHINE], head)
+
+
 def test_repeatability_without_verdicts_is_an_error(tmp_path):
     with pytest.raises(RuntimeError, match="no verdict.json"):
         repeat.read_verdicts(tmp_path)
