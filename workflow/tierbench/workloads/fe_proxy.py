@@ -11,15 +11,9 @@ checked against the truth.
 
 Every evaluation runs in its own folder on the tier under test: the GA writes
 an input deck (CalculiX syntax, the bar as a row of C3D8 elements), the
-solver reads it back, solves, and writes what the application named by
-``output_model`` writes, with its system calls and sizes:
-
-- ``calculix`` (default): what CalculiX 2.20 (``ccx``) writes for that deck,
-  measured with strace (see CALCULIX OUTPUT below).
-- ``abaqus``: an Abaqus/Standard-like set, estimated rather than measured:
-  .msg, .sta and .odb kept open and appended every increment, a restart file
-  rewritten every ``restart_interval`` increments, pre-processor files of
-  ``model_bytes``, ``files`` files in all.
+solver reads it back, solves, and writes what CalculiX 2.20 (``ccx``) writes
+for that deck, with its system calls and sizes, measured with strace (see
+CALCULIX OUTPUT below).
 
 ``fsync`` sets what reaches the device: ``none`` (written to the OS only, as
 the solvers do), ``increment`` (fsync every file written in an increment) or
@@ -59,7 +53,6 @@ import math
 import os
 import shutil
 import statistics
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -72,19 +65,13 @@ from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..files import APPEND, CREATE, write_all
 from ..job import Job
 from ..records import metric
-from ..schemas import complete, schema_defaults
-from ..units import parse_size
+from ..schemas import complete
 from . import Pair, Workload, fe_model, frd, ga
 
 #: the known material of the target curve, and what the GA fits (MPa)
 TRUTH = fe_model.Material()
 BOUNDS = {"E": (150_000.0, 250_000.0), "sigma_y": (150.0, 350.0), "Q": (50.0, 300.0)}
 UNITS = {"E": "MPa", "sigma_y": "MPa", "Q": "MPa"}
-#: parameters of one output model only, by model
-ONLY = {
-    "abaqus": ("files", "increment_bytes", "model_bytes", "restart_interval", "restart_bytes"),
-    "calculix": ("frd_every", "paired_baseline"),
-}
 JOB = "job"
 
 # CALCULIX OUTPUT, measured with CalculiX 2.20 (Debian 12 calculix-ccx,
@@ -124,8 +111,6 @@ STA_HEAD = (
     b"SUMMARY OF JOB INFORMATION\n"
     b"  STEP      INC     ATT  ITRS     TOT TIME     STEP TIME      INC TIME\n"
 )
-#: the abaqus model's .sta line
-STA_LINE = b"%6d%11d%6d%6d%14.6E%14.6E%14.6E\n"
 # ccx writes its .sta, .cvg and .dat lines from Fortran (writesta.f, writecvg.f, its
 # *NODE PRINT), a record a line, flushed every line (.sta, .cvg) or increment (.dat): times
 # and residuals with Ew.d (0.ddddE+xx, see fortran_e), the .dat's values with a scale
@@ -159,12 +144,6 @@ LOG_END = (202, 1480, 113)
 #: files ccx removes before it starts, in its order; those it keeps open, then
 CALCULIX_CLEARED = (".dat", ".frd", ".fcv", ".sta", ".cvg", ".cel")
 CALCULIX_KEPT = (".dat", ".sta", ".cvg")
-#: what the abaqus model's .sta and .msg add per increment at most, for the space estimate
-TEXT_BYTES_PER_INCREMENT = 2048
-#: its pre-processor files, in the order they are added when ``files`` allows
-EXTRA_SUFFIXES = (".com", ".dat", ".prt", ".mdl", ".stt")
-#: the abaqus model's field-output frame: tag, increment number, time, force, 8 bytes reserved
-FRAME_HEADER = struct.Struct("<4sIdd8x")
 #: the file calls an evaluation counts
 CALLS = ("open", "read", "write", "lseek", "fstat", "fsync", "close", "unlink")
 RDWR_CREATE = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -175,19 +154,8 @@ READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 class Output:
     """What an evaluation writes, and how hard it pushes it to the device."""
 
-    model: str = "calculix"
     fsync: str = "none"
     frd_every: int = 1
-    increment_bytes: int = 16 * 1024
-    model_bytes: int = 512 * 1024
-    restart_interval: int = 10
-    restart_bytes: int = 256 * 1024
-    files: int = 10
-
-    @property
-    def core_files(self) -> int:
-        """The abaqus model's .inp, .msg, .sta, .odb, and .res when restarts are written."""
-        return 4 + (1 if self.restart_interval > 0 else 0)
 
 
 @dataclass(frozen=True)
@@ -212,16 +180,7 @@ def settings(params: dict) -> Settings:
         max_strain=float(p["max_strain"]),
         tolerance=float(p["tolerance"]),
     )
-    output = Output(
-        model=p["output_model"],
-        fsync=p["fsync"],
-        frd_every=p["frd_every"],
-        increment_bytes=parse_size(p["increment_bytes"]),
-        model_bytes=parse_size(p["model_bytes"]),
-        restart_interval=p["restart_interval"],
-        restart_bytes=parse_size(p["restart_bytes"]),
-        files=p["files"],
-    )
+    output = Output(fsync=p["fsync"], frd_every=p["frd_every"])
     return Settings(
         cores=p["cores"],
         ga=ga.Settings(
@@ -240,25 +199,12 @@ def settings(params: dict) -> Settings:
 
 
 def check_params(params: dict) -> None:
-    """The rules the schema cannot state: elite below population; one model's parameters."""
+    """The rule the schema cannot state: elite below population."""
     if params["elite"] >= params["population"]:
         raise ValueError(
             f"elite must be smaller than population (got {params['elite']} >= "
             f"{params['population']})"
         )
-    defaults = schema_defaults("fe_proxy")
-    for model, names in ONLY.items():
-        if params["output_model"] == model:
-            continue
-        for name in names:
-            value, default = params[name], defaults[name]
-            if name.endswith("_bytes"):
-                value, default = parse_size(value), parse_size(default)
-            if value != default:
-                raise ValueError(
-                    f"{name} applies to output_model {model} only (got {name} {params[name]!r} "
-                    f"with output_model {params['output_model']})"
-                )
 
 
 def threads(params: dict) -> int:
@@ -270,18 +216,13 @@ def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
     """An upper estimate of what one evaluation has on the tier at its end."""
     deck = len(deck_model(bar)) + 2048
     n = bar.increments
-    if output.model == "calculix":
-        iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
-        outputs = n // output.frd_every if output.frd_every else 0
-        frd_bytes = frd.header_bytes() + frd.mesh_bytes(bar.elements)
-        frd_bytes += outputs * frd.results_bytes(bar.elements)
-        text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
-        log = LOG_BANNER + LOG_FIRST + LOG_INCREMENT * n + LOG_ITERATION * iterations
-        return deck + frd_bytes + len(frd.END) + DAT_BYTES * n + text + log + sum(LOG_END)
-    frame = _frame_bytes(bar.elements)
-    restart = max(output.restart_bytes, frame) if output.restart_interval else 0
-    per_increment = max(output.increment_bytes, frame) + TEXT_BYTES_PER_INCREMENT
-    return output.model_bytes + deck + restart + n * per_increment
+    iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
+    outputs = n // output.frd_every if output.frd_every else 0
+    frd_bytes = frd.header_bytes() + frd.mesh_bytes(bar.elements)
+    frd_bytes += outputs * frd.results_bytes(bar.elements)
+    text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
+    log = LOG_BANNER + LOG_FIRST + LOG_INCREMENT * n + LOG_ITERATION * iterations
+    return deck + frd_bytes + len(frd.END) + DAT_BYTES * n + text + log + sum(LOG_END)
 
 
 def planned_bytes(params: dict) -> int:
@@ -702,10 +643,9 @@ class CalculixOutput:
         )  # fmt: skip
         self.reopened = self.stats = self.writes = self.written = self.synced = 0
 
-    def finish(self, message: str) -> None:
+    def finish(self) -> None:
         """ccx's end: .dat, .sta, .cvg closed (fsync'd with ``end``), the .frd's last line, the
-        log's last writes (its size, not ``message``: ccx's words are not modelled)."""
-        del message
+        log's last writes (by their sizes: ccx's words are not modelled)."""
         end = self.disk.fsync == "end"
         last, summary, total_time = self.layout.log_end
         start = time.perf_counter()
@@ -740,119 +680,6 @@ class CalculixOutput:
         self._tally()
 
 
-# ---------------------------------------------------------------- abaqus output
-
-
-def _frame_bytes(elements: int) -> int:
-    """Bytes of the real field data of one .odb frame: header, U, S, LE, PE, PEEQ."""
-    return FRAME_HEADER.size + 8 * ((elements + 1) + 4 * elements)
-
-
-def _frame_parts(inc: fe_model.Increment) -> tuple:
-    """A frame as its header and its arrays (little-endian float64), written back to back."""
-    header = FRAME_HEADER.pack(b"FRM1", inc.number, inc.time, inc.force)
-    arrays = (inc.displacement, inc.stress, inc.strain, inc.plastic_strain, inc.alpha)
-    return (header, *(np.ascontiguousarray(a, dtype="<f8") for a in arrays))
-
-
-def preprocessor_files(output: Output) -> tuple[tuple[str, int], ...]:
-    """The files a pre-processor writes before the analysis, sharing ``model_bytes``."""
-    extras = output.files - output.core_files
-    names = [f"{JOB}{s}" for s in EXTRA_SUFFIXES[:extras]]
-    names += [f"{JOB}.{23 + i:03d}" for i in range(extras - len(names))]
-    if not names:  # no room for separate files: the model data opens the .odb
-        names = [f"{JOB}.odb"]
-    share, rest = divmod(output.model_bytes, len(names))
-    return tuple((name, share + (1 if i < rest else 0)) for i, name in enumerate(names))
-
-
-class AbaqusOutput:
-    """The abaqus model: .msg .sta .odb kept open and appended, .res rewritten, extra files."""
-
-    SUFFIXES = (".msg", ".sta", ".odb")
-
-    def __init__(self, disk: Disk, output: Output):
-        self.disk, self.output = disk, output
-        self.sync = output.fsync == "increment"
-        self.fds: tuple[int, ...] = ()
-        self.restart = disk.path(f"{JOB}.res")
-
-    def start(self, deck: str) -> bytes:
-        """The pre-processor's files, the kept files with their headers; returns the deck."""
-        disk = self.disk
-        for name, size in preprocessor_files(self.output):
-            disk.create(disk.path(name), (bytes(size),))
-        paths = [disk.target(disk.path(JOB + s)) for s in self.SUFFIXES]
-        start = time.perf_counter()
-        fds = []
-        try:
-            for path in paths:
-                fds.append(os.open(path, APPEND, 0o666))
-        finally:
-            self.fds = tuple(fds)
-        heads = [b" ANALYSIS: NEWTON-RAPHSON, FORCE RESIDUAL TEST\n", STA_HEAD]
-        for fd, head in zip(self.fds, heads, strict=False):
-            _write(fd, head)
-        disk.account(time.perf_counter() - start, sum(map(len, heads)), open=3, write=2)
-        disk.created(*paths)
-        return disk.read(deck)
-
-    def __call__(self, inc: fe_model.Increment) -> None:
-        """The increment's .msg lines, .sta line, .odb frame, and the restart file when due."""
-        out = self.output
-        msg = [
-            f"   EQUILIBRIUM ITERATION {i:3d}: LARGEST RELATIVE RESIDUAL {r:.3E}\n"
-            for i, r in enumerate(inc.residuals)
-        ]
-        msg.append(f"   CONVERGED AFTER {inc.iterations} ITERATIONS; FORCE {inc.force:.6E} N\n")
-        text = "".join(msg).encode()
-        sta = STA_LINE % (1, inc.number, inc.attempts, inc.iterations, inc.time, inc.time,
-                          inc.time_increment)  # fmt: skip
-        frame = _frame_parts(inc)
-        size = sum(memoryview(part).nbytes for part in frame)
-        padding = bytes(max(out.increment_bytes - size, 0))
-        start = time.perf_counter()
-        msg_fd, sta_fd, odb_fd = self.fds
-        written = write_all(msg_fd, (text,)) + write_all(sta_fd, (sta,))
-        written += write_all(odb_fd, (*frame, padding))
-        if self.sync:
-            for fd in self.fds:
-                os.fsync(fd)
-        self.disk.account(time.perf_counter() - start, written, write=3, fsync=3 * self.sync)
-        if out.restart_interval and inc.number % out.restart_interval == 0:
-            padding = bytes(max(out.restart_bytes - size, 0))
-            self.disk.create(self.restart, (*frame, padding))
-
-    def finish(self, message: str) -> None:
-        """The analysis' last line in .msg and .sta; every file closed (fsync'd with ``end``)."""
-        end = self.output.fsync == "end"
-        text = (message + "\n").encode()
-        fds, self.fds = self.fds, ()
-        start, failure = time.perf_counter(), None
-        for fd, last in zip(fds, (text, text, b""), strict=True):
-            try:
-                if failure is None:
-                    if last:
-                        _write(fd, last)
-                    if end:
-                        os.fsync(fd)
-            except OSError as error:
-                failure = error
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        written = 2 * len(text) if failure is None else 0
-        self.disk.account(time.perf_counter() - start, written, write=2, fsync=3 * end, close=3)
-        if failure is not None:
-            raise failure
-
-    def close(self) -> None:
-        """After an error: close what is still open, quietly."""
-        fds, self.fds = self.fds, ()
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
 # ---------------------------------------------------------------- one evaluation
 
 _WORKER: dict = {}
@@ -869,7 +696,7 @@ def init_worker(
         output=output,
         target=target,
         deck_model=deck_model(bar, output.frd_every).encode(),
-        layout=CalculixLayout.of(bar) if output.model == "calculix" else None,
+        layout=CalculixLayout.of(bar),
         baseline=None,
         units=units,
     )
@@ -907,13 +734,6 @@ class Computing:
         done = self.units * (inc.number - 1) // self.increments
         busy(self.units * inc.number // self.increments - done)
         self.on_increment(inc)
-
-
-def solver_output(disk: Disk, output: Output):
-    """The writer of ``output.model``'s files."""
-    if output.model == "calculix":
-        return CalculixOutput(disk, _WORKER["layout"], output.frd_every)
-    return AbaqusOutput(disk, output)
 
 
 def evaluate(task: dict) -> dict:
@@ -954,7 +774,7 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
         disk.mkdir()
         deck = disk.path(f"{JOB}.inp")
         disk.create(deck, (deck_head(label, bar, material).encode(), model_text))
-        solver = solver_output(disk, output)
+        solver = CalculixOutput(disk, _WORKER["layout"], output.frd_every)
         parsed = read_parameters(solver.start(deck).decode())
         on_increment = solver
         if _WORKER.get("units"):
@@ -962,10 +782,8 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
         try:
             solution = fe_model.solve(bar, parsed, on_increment)
         except fe_model.ConvergenceError as error:
-            solver.finish(f" THE ANALYSIS HAS NOT BEEN COMPLETED: {error}")
             record["error"] = str(error)
         else:
-            solver.finish(" THE ANALYSIS HAS COMPLETED SUCCESSFULLY")
             record.update(
                 ok=True,
                 misfit=fe_model.misfit(solution.force, target),
@@ -973,6 +791,7 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
                 increments=len(solution.iterations),
                 cutbacks=solution.cutbacks,
             )
+        solver.finish()
     finally:
         if solver is not None:
             solver.close()  # after an error: nothing may stay open
@@ -1198,8 +1017,7 @@ def run(job: Job) -> list[dict]:
     job.log(
         f"GA: population {config.ga.population}, {config.ga.generations} generations, "
         f"{config.cores} workers; FE: {config.bar.elements} elements, "
-        f"{config.bar.increments} increments; output as {config.output.model}, "
-        f"fsync={config.output.fsync}; "
+        f"{config.bar.increments} increments; CalculiX's output, fsync={config.output.fsync}; "
         f"at most {evaluation_bytes(config.output, config.bar)} B per evaluation"
     )
     outcome = optimise(config, job.folder.path, job.log, note["units"])
