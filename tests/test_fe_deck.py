@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from tierbench.workloads import fe_deck, fe_model
+from tierbench.workloads import calculix, fe_deck, fe_model, fe_proxy
 
 TRUTH = fe_model.Material()
 
@@ -48,3 +48,31 @@ def test_mesh_is_the_tapered_bar():
     side = coords[2::4, 1]  # the (s, s) corner of every station
     assert side**2 == pytest.approx(model.area * (1 - model.taper * coords[2::4, 0] / 100.0))
     assert coords[-1, 0] == pytest.approx(model.length)
+
+
+@pytest.mark.parametrize("frd_every", [1, 0, 3])
+def test_the_proxy_writes_the_deck_ccx_is_given_at_the_same_shape(tmp_path, monkeypatch, frd_every):
+    """For the same point and individual, fe_proxy's job.inp is, byte for byte, the deck the
+    calculix workload hands ccx: the proxy's input is the application's."""
+    shape = {"cores": 1, "elements": 3, "increments": 7, "max_strain": 0.03}
+    shape["frd_every"] = frd_every
+    task = {"label": "g02-e007", "parameters": {"E": 187_654.321, "sigma_y": 321.5, "Q": 77.25}}
+
+    proxy = fe_proxy.settings(shape)
+    fe_proxy.init_worker(proxy.bar, proxy.output, np.zeros(proxy.bar.increments + 1))
+    monkeypatch.setattr(fe_proxy.Disk, "remove", lambda self: None)
+    assert fe_proxy.evaluate({**task, "folder": str(tmp_path / "proxy")})["ok"]
+    written = (tmp_path / "proxy" / "job.inp").read_bytes()
+
+    handed = []
+
+    def run_ccx(folder, text, solver_log):
+        handed.append(text)
+        return calculix.Run()  # no ccx needed: the deck is what is compared
+
+    monkeypatch.setattr(calculix, "run_ccx", run_ccx)
+    real = calculix.settings(shape)
+    calculix.init_worker(real.model, np.zeros(real.model.increments), real.solver_log)
+    calculix.evaluate({**task, "folder": str(tmp_path / "ccx")})
+    assert [text.encode() for text in handed] == [written]
+    assert f"*NODE FILE, FREQUENCY={frd_every}" in handed[0] or not frd_every

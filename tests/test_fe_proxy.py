@@ -465,15 +465,6 @@ def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch, full):
     assert os.path.exists("/dev/full")  # never unlinked: it is not in the folder
 
 
-def test_deck_is_read_back_by_the_solver():
-    material = fe_model.Material(E=123_456.0, sigma_y=234.5, Q=99.0)
-    deck = fe_proxy.input_deck("x", fe_model.Bar(elements=3), material)
-    assert fe_proxy.read_parameters(deck) == material
-    for keyword in ("*NODE, NSET=NALL", "*ELEMENT, TYPE=C3D8", "*PLASTIC", "*NODE FILE"):
-        assert keyword in deck
-    assert deck.count("C3D8") == 2 and "\n12, " in deck and "\n17, " not in deck  # 16 nodes
-
-
 # ------------------------------------------------------------------ the job
 
 

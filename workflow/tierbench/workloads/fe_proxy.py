@@ -55,7 +55,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +66,7 @@ from ..files import APPEND, CREATE, write_all
 from ..job import Job
 from ..records import metric
 from ..schemas import complete
-from . import Pair, Workload, fe_model, frd, ga
+from . import Pair, Workload, fe_deck, fe_model, frd, ga
 
 #: the known material of the target curve, and what the GA fits (MPa)
 TRUTH = fe_model.Material()
@@ -75,12 +75,12 @@ UNITS = {"E": "MPa", "sigma_y": "MPa", "Q": "MPa"}
 JOB = "job"
 
 # CALCULIX OUTPUT, measured with CalculiX 2.20 (Debian 12 calculix-ccx,
-# OMP_NUM_THREADS=1) under `strace -f`, on decks like :func:`input_deck`'s: a
-# row of E C3D8 elements (E = 1, 2, 5, 10, 20; 4 (E + 1) nodes), *PLASTIC,
-# *STEP, NLGEOM, *STATIC, *NODE FILE U, RF; *EL FILE S, E, PEEQ; *NODE PRINT of
-# the total reaction force of the loaded face and of one loaded node's
-# displacement: the print requests of the ``calculix`` workload's deck, so the
-# proxy writes what that workload's ccx writes. ccx first removes what an
+# OMP_NUM_THREADS=1) under `strace -f`, on decks of the bar: a row of E C3D8
+# elements (E = 1, 2, 5, 10, 20; 4 (E + 1) nodes), *PLASTIC, *STEP, NLGEOM,
+# *STATIC, *NODE FILE U, RF; *EL FILE S, E, PEEQ; *NODE PRINT of the total
+# reaction force of the loaded face and of one loaded node's displacement, as
+# in ``fe_deck``'s deck, which the proxy writes (tests/test_fe_proxy.py runs
+# ccx on it and compares what both leave). ccx first removes what an
 # earlier run left (open O_RDWR|O_CREAT, unlink, close: .dat .frd .fcv .sta
 # .cvg .cel), keeps .dat, .sta and .cvg open for the whole run, reads the deck
 # (open, 2 reads, close), creates an empty .12d and a scratch .nam (created,
@@ -105,7 +105,6 @@ JOB = "job"
 # the mesh written with the first and nothing after (measured with E = 2, 10
 # increments).
 STDIO_BUFFER = 4096
-SECTION_NODES = 4  # nodes of a cross-section: the loaded face has these
 NAM_BYTES = 31
 STA_HEAD = (
     b"SUMMARY OF JOB INFORMATION\n"
@@ -214,7 +213,8 @@ def threads(params: dict) -> int:
 
 def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
     """An upper estimate of what one evaluation has on the tier at its end."""
-    deck = len(deck_model(bar)) + 2048
+    shared = fe_deck.Deck(fe_deck.Model.of(bar, output.frd_every))
+    deck = len(shared.mesh) + len(shared.step) + 2048  # the heading and material: at most 2 KiB
     n = bar.increments
     iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
     outputs = n // output.frd_every if output.frd_every else 0
@@ -229,83 +229,6 @@ def planned_bytes(params: dict) -> int:
     """Bytes on the tier at once: one evaluation per worker, each deleted when done."""
     config = settings(params)
     return config.cores * evaluation_bytes(config.output, config.bar)
-
-
-# ---------------------------------------------------------------- the input deck
-
-#: the material's parameters, in the order the deck lists them
-MATERIAL_FIELDS = tuple(f.name for f in fields(fe_model.Material))
-#: plastic strains of the deck's *PLASTIC table
-PLASTIC_STRAINS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
-
-
-def input_deck(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
-    """The deck of one evaluation: what differs between evaluations, then the mesh and step."""
-    return deck_head(label, bar, material) + deck_model(bar)
-
-
-def deck_head(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
-    """Heading, the fitted parameters (read back by the solver) and the material."""
-    stresses = material.yield_stress(np.array(PLASTIC_STRAINS)).tolist()  # floats format faster
-    table = zip(stresses, PLASTIC_STRAINS, strict=True)
-    return "".join(
-        [
-            f"*HEADING\ntierbench fe_proxy {label}: tapered elasto-plastic bar, "
-            f"{bar.elements} C3D8 elements\n** PARAMETERS\n",
-            *(f"** {name} = {getattr(material, name):.12e}\n" for name in MATERIAL_FIELDS),
-            f"*MATERIAL, NAME=STEEL\n*ELASTIC\n{material.E:.6e}, 0.3\n*PLASTIC\n",
-            *(f"{stress:.6e}, {strain:.6e}\n" for stress, strain in table),
-        ]
-    )
-
-
-def deck_model(bar: fe_model.Bar, frd_every: int = 1) -> str:
-    """The mesh (a row of C3D8 elements, square sections tapering as the bar's), the step."""
-    mesh = frd.Mesh(bar)
-    nodes = [f"{i}, {x:.6f}, {y:.6f}, {z:.6f}" for i, (x, y, z) in enumerate(mesh.coordinates, 1)]
-    elements = [", ".join(map(str, element)) for element in mesh.connectivity()]
-    tip, step = 4 * bar.elements, 1 / bar.increments
-    peak = "1., 0." if not bar.unload else "0.5, 1., 1., 0."
-    lines = [
-        "*NODE, NSET=NALL",
-        *nodes,
-        "*ELEMENT, TYPE=C3D8, ELSET=EALL",
-        *elements,
-        "*NSET, NSET=FIX\n1, 2, 3, 4",
-        f"*NSET, NSET=LOAD\n{tip + 1}, {tip + 2}, {tip + 3}, {tip + 4}",
-        f"*NSET, NSET=TIP\n{tip + 3}",
-        "*SOLID SECTION, ELSET=EALL, MATERIAL=STEEL",
-        f"*AMPLITUDE, NAME=PULL\n0., 0., {peak}",
-        "*BOUNDARY\nFIX, 1, 1\n1, 2, 3\n2, 3, 3\n4, 2, 2",
-        f"*STEP, NLGEOM, INC={bar.increments * 2**bar.max_cutbacks}",
-        # increments of 1 / increments, cut back as the proxy's solver does when needed
-        f"*STATIC\n{step:.12g}, 1.0, {step / 2**bar.max_cutbacks:.12g}, {step:.12g}",
-        f"*BOUNDARY, AMPLITUDE=PULL\nLOAD, 1, 1, {bar.max_strain * bar.length:.6f}",
-        # the calculix workload's print requests: the loaded face's total force, one node's U
-        "*NODE PRINT, NSET=LOAD, TOTALS=ONLY\nRF",
-        "*NODE PRINT, NSET=TIP\nU",
-        *(
-            [f"*NODE FILE, FREQUENCY={frd_every}\nU, RF", f"*EL FILE, FREQUENCY={frd_every}"]
-            + ["S, E, PEEQ"]
-            if frd_every
-            else []
-        ),
-        "*END STEP",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def read_parameters(deck: str) -> fe_model.Material:
-    """The ** PARAMETERS block of a deck, as the solver's material."""
-    values, inside = {}, False
-    for line in deck.splitlines():
-        if inside and not line.startswith("** "):
-            break  # the block has ended
-        if inside:
-            name, _, value = line[3:].partition("=")
-            values[name.strip()] = float(value)
-        inside = inside or line.rstrip() == "** PARAMETERS"
-    return fe_model.Material(**values)
 
 
 # ---------------------------------------------------------------- the evaluation folder
@@ -465,8 +388,8 @@ class CalculixLayout:
     @classmethod
     def of(cls, bar: fe_model.Bar) -> CalculixLayout:
         return cls(
-            frd_writer=frd.Writer(frd.Mesh(bar), material="STEEL"),
-            tip=SECTION_NODES * bar.elements + 3,  # the calculix workload's TIP
+            frd_writer=frd.Writer(frd.Mesh(bar), material=fe_deck.MATERIAL),
+            tip=fe_deck.Model.of(bar).tip,  # the node whose displacement the deck prints
             nam=_text_block(NAM_BYTES),
             log_banner=_text_block(LOG_BANNER),
             log_first=_text_block(LOG_FIRST),
@@ -497,8 +420,9 @@ class CalculixOutput:
         # per increment: spooles.out and .frd reopens, fstats, writes, bytes, fsyncs
         self.reopened = self.stats = self.writes = self.written = self.synced = 0
 
-    def start(self, deck: str) -> bytes:
-        """ccx's start: its log created, old files cleared, the kept ones opened, ``deck`` read."""
+    def start(self, deck: str) -> None:
+        """ccx's start: its log created, old files cleared, the kept ones opened, ``deck`` read
+        (its heading goes into the .frd)."""
         disk, layout = self.disk, self.layout
         name = {s: disk.path(JOB + s) for s in (*CALCULIX_CLEARED, ".12d", ".nam", ".log")}
         path = {s: disk.target(name[s]) for s in name}
@@ -534,7 +458,6 @@ class CalculixOutput:
         self._append_frd(layout.frd_writer.head(text.split(b"\n", 2)[1].strip()), sync=False)
         disk.account(time.perf_counter() - start, NAM_BYTES, open=2, fstat=1, write=1, close=2)
         disk.created(name[".12d"], name[".frd"], disk.path("spooles.out"))
-        return text
 
     def _append_frd(self, text: bytes, sync: bool) -> None:
         """Reopen .frd for append (fopen "a": open, lseek), write ``text`` as a 4096-byte
@@ -695,7 +618,7 @@ def init_worker(
         bar=bar,
         output=output,
         target=target,
-        deck_model=deck_model(bar, output.frd_every).encode(),
+        deck=fe_deck.Deck(fe_deck.Model.of(bar, output.frd_every)),
         layout=CalculixLayout.of(bar),
         baseline=None,
         units=units,
@@ -704,10 +627,10 @@ def init_worker(
         _WORKER["baseline"] = without_field_output(bar, output)
 
 
-def without_field_output(bar: fe_model.Bar, output: Output) -> tuple[Output, bytes]:
-    """The output and the deck's model of the same analysis with no field output
-    (``frd_every`` 0): what a paired baseline analyses."""
-    return replace(output, frd_every=0), deck_model(bar, 0).encode()
+def without_field_output(bar: fe_model.Bar, output: Output) -> tuple[Output, fe_deck.Deck]:
+    """The output and the deck of the same analysis with no field output (``frd_every`` 0):
+    what a paired baseline analyses."""
+    return replace(output, frd_every=0), fe_deck.Deck(fe_deck.Model.of(bar, 0))
 
 
 #: the extra compute's unit: solving a dense system of the size of a solid element's
@@ -739,16 +662,16 @@ class Computing:
 def evaluate(task: dict) -> dict:
     """One FE analysis (and its paired baseline, with ``paired_baseline``); its record."""
     if _WORKER["baseline"] is None:
-        return analyse(task, _WORKER["output"], _WORKER["deck_model"])
+        return analyse(task, _WORKER["output"], _WORKER["deck"])
     quiet, quiet_deck = _WORKER["baseline"]
     return ga.with_baseline(
         task,
-        lambda t: analyse(t, _WORKER["output"], _WORKER["deck_model"]),
+        lambda t: analyse(t, _WORKER["output"], _WORKER["deck"]),
         lambda t: analyse(t, quiet, quiet_deck),
     )
 
 
-def analyse(task: dict, output: Output, model_text: bytes) -> dict:
+def analyse(task: dict, output: Output, deck: fe_deck.Deck) -> dict:
     """One FE analysis in ``task['folder']`` (created, then deleted); returns its record.
 
     A solve that does not converge is a failed evaluation (infinite misfit, as
@@ -772,15 +695,15 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
     solver = None
     try:
         disk.mkdir()
-        deck = disk.path(f"{JOB}.inp")
-        disk.create(deck, (deck_head(label, bar, material).encode(), model_text))
+        path = disk.path(f"{JOB}.inp")
+        disk.create(path, deck.parts(material, label))
         solver = CalculixOutput(disk, _WORKER["layout"], output.frd_every)
-        parsed = read_parameters(solver.start(deck).decode())
+        solver.start(path)
         on_increment = solver
         if _WORKER.get("units"):
             on_increment = Computing(solver, _WORKER["units"], bar.increments)
         try:
-            solution = fe_model.solve(bar, parsed, on_increment)
+            solution = fe_model.solve(bar, material, on_increment)
         except fe_model.ConvergenceError as error:
             record["error"] = str(error)
         else:
