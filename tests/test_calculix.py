@@ -9,7 +9,7 @@ from conftest import job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import calculix, fe_deck, get
+from tierbench.workloads import calculix, fe_deck, fe_optimisation, get
 
 # ccx 2.20's job.dat of a 1-element bar in 3 increments (captured as written)
 DAT = (
@@ -187,7 +187,8 @@ def test_planned_bytes_grow_with_workers_model_and_output():
 def test_a_failing_ccx_is_a_failed_evaluation_and_its_folder_goes(ccx, tmp_path, monkeypatch):
     model = fe_deck.Model(elements=1, increments=4)
     calculix.init_worker(model, np.ones(4), "file")
-    broken = fe_deck.deck(model, calculix.TRUTH).replace("MATERIAL=FIT\n*AMP", "MATERIAL=X\n*AMP")
+    good = fe_deck.deck(model, fe_optimisation.TRUTH)
+    broken = good.replace("MATERIAL=FIT\n*AMP", "MATERIAL=X\n*AMP")
     monkeypatch.setattr(fe_deck, "deck", lambda *args: broken)
     task = {"folder": str(tmp_path / "g01-e001"), "label": "g01-e001", "parameters": {}}
     record = calculix.evaluate(task)
@@ -203,7 +204,7 @@ def test_an_evaluation_with_the_true_parameters_fits_exactly(ccx, tmp_path):
     config = calculix.settings({**TINY, "elements": 2, "increments": 6})
     target = calculix.target_curve(config, tmp_path)
     calculix.init_worker(model, target, "pipe")
-    truth = {n: getattr(calculix.TRUTH, n) for n in calculix.BOUNDS}
+    truth = {n: getattr(fe_optimisation.TRUTH, n) for n in fe_optimisation.BOUNDS}
     exact = calculix.evaluate({"folder": str(tmp_path / "a"), "label": "a", "parameters": truth})
     assert exact["ok"] and exact["misfit"] == pytest.approx(0.0, abs=1e-9)
     assert "job.log" not in exact["file_sizes"]  # pipe: the log stays in memory
@@ -226,7 +227,7 @@ def test_the_real_solver_on_a_tier(ccx, tmp_path, tier):
         return {p for p in path.iterdir() if p.name.startswith("tierbench-")}
 
     before = ours()
-    cores = min(2, calculix.fe_proxy.available_cpus())
+    cores = min(2, fe_optimisation.available_cpus())
     spec = job_spec("calculix", path, {**TINY, "cores": cores}, tier=tier)
     record = run_job(spec, calculix.run)
     metrics = {m["metric"]: m for m in record["metrics"]}
@@ -243,7 +244,7 @@ def test_the_real_solver_on_a_tier(ccx, tmp_path, tier):
     assert metrics["bytes_per_evaluation"]["value"] >= sum(files.values()) * 0.5
     assert metrics["bytes_written"]["value"] >= 4 * min(files.values())
     assert metrics["solver_increments_median"]["value"] >= 10
-    for name, (low, high) in calculix.BOUNDS.items():
+    for name, (low, high) in fe_optimisation.BOUNDS.items():
         assert low <= metrics[f"best_{name}"]["value"] <= high
     assert metrics["best_misfit"]["unit"] == "%"
     assert record["extra"]["solver_env"]["OMP_NUM_THREADS"] == "1"
@@ -255,7 +256,7 @@ def test_paired_baseline_analyses_each_evaluation_again_without_field_output(ccx
     config = calculix.settings({**TINY, "elements": 2, "increments": 6, "paired_baseline": True})
     target = calculix.target_curve(config, tmp_path)
     calculix.init_worker(config.model, target, "pipe", paired=True)
-    truth = {n: getattr(calculix.TRUTH, n) for n in calculix.BOUNDS}
+    truth = {n: getattr(fe_optimisation.TRUTH, n) for n in fe_optimisation.BOUNDS}
     record = calculix.evaluate({"folder": str(tmp_path / "e"), "label": "g01-e001",
                                 "parameters": truth})  # fmt: skip
     baseline = record["baseline"]
@@ -265,7 +266,7 @@ def test_paired_baseline_analyses_each_evaluation_again_without_field_output(ccx
                              calculix.replace(config.model, frd_every=0))  # fmt: skip
     assert quiet["file_sizes"]["job.frd"] < record["file_sizes"]["job.frd"] / 5  # the mesh only
     assert list(tmp_path.iterdir()) == []
-    metrics = {m["metric"]: m["value"] for m in calculix.fe_proxy.run_metrics(
+    metrics = {m["metric"]: m["value"] for m in fe_optimisation.run_metrics(
         {"evaluations": [record], "wall_time": 1.0})}  # fmt: skip
     expected = (record["cpu_time"] - baseline["cpu_time"]) / record["increments"]
     assert metrics["output_cost_per_increment"] == pytest.approx(expected)

@@ -17,7 +17,7 @@ from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import fe_model, fe_proxy, frd, ga
+from tierbench.workloads import fe_model, fe_optimisation, fe_proxy, frd, ga
 
 TINY = {
     "cores": 1,
@@ -99,8 +99,8 @@ def test_solve_gives_up_with_a_clear_error():
 
 def fit(settings, bar=None):
     bar = bar or fe_model.Bar(elements=1, increments=20)
-    target = fe_model.force_curve(bar, fe_proxy.TRUTH)
-    names = list(fe_proxy.BOUNDS)
+    target = fe_model.force_curve(bar, fe_optimisation.TRUTH)
+    names = list(fe_optimisation.BOUNDS)
     batches = []
 
     def evaluate(rows, generation):
@@ -113,7 +113,7 @@ def fit(settings, bar=None):
             for row in rows
         ]
 
-    low, high = zip(*fe_proxy.BOUNDS.values(), strict=True)
+    low, high = zip(*fe_optimisation.BOUNDS.values(), strict=True)
     return ga.optimise(evaluate, low, high, settings), batches
 
 
@@ -121,10 +121,10 @@ def test_ga_recovers_known_parameters():
     """Tiny problem (1 element, 20 increments), seed 1: E and yield stress within 1 %,
     Voce saturation Q within 3 %, curve within 0.1 % (the same holds for seeds 2 to 5)."""
     result, batches = fit(ga.Settings(population=24, generations=15, seed=1))
-    best = dict(zip(fe_proxy.BOUNDS, result.best, strict=True))
-    assert best["E"] == pytest.approx(fe_proxy.TRUTH.E, rel=0.01)
-    assert best["sigma_y"] == pytest.approx(fe_proxy.TRUTH.sigma_y, rel=0.01)
-    assert best["Q"] == pytest.approx(fe_proxy.TRUTH.Q, rel=0.03)
+    best = dict(zip(fe_optimisation.BOUNDS, result.best, strict=True))
+    assert best["E"] == pytest.approx(fe_optimisation.TRUTH.E, rel=0.01)
+    assert best["sigma_y"] == pytest.approx(fe_optimisation.TRUTH.sigma_y, rel=0.01)
+    assert best["Q"] == pytest.approx(fe_optimisation.TRUTH.Q, rel=0.03)
     assert result.best_fitness < 0.1
     assert result.evaluations == 24 * 15 and batches == [(g, 24) for g in range(15)]
     assert all(b >= a for a, b in zip(result.history[1:], result.history[:-1], strict=True))
@@ -485,8 +485,8 @@ def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):
     assert increments["unit"] == "increments" and increments["value"] == TINY["increments"]
     for name in ("eval_compute_time_median", "eval_io_time_median", "io_time_sum"):
         assert metrics[name]["unit"] == "s" and metrics[name]["value"] > 0
-    for name in fe_proxy.BOUNDS:
-        low, high = fe_proxy.BOUNDS[name]
+    for name in fe_optimisation.BOUNDS:
+        low, high = fe_optimisation.BOUNDS[name]
         assert low <= metrics[f"best_{name}"]["value"] <= high
         assert metrics[f"error_{name}"]["unit"] == "%"
     extra = record["extra"]
@@ -591,7 +591,7 @@ def test_from_application_is_ccxs_evaluation_without_field_output(tmp_path):
 
 
 def test_more_workers_than_cpus_is_skipped_unless_asked(tmp_path):
-    cpus = fe_proxy.available_cpus()
+    cpus = fe_optimisation.available_cpus()
     record = run_job(spec(tmp_path, cores=cpus + 1), fe_proxy.run)
     assert record["metrics"][0]["status"] == "skipped"
     assert "oversubscribe" in record["metrics"][0]["reason"]
@@ -605,7 +605,7 @@ def test_tier_cap_below_the_planned_bytes_fails_before_writing(tmp_path):
 
 
 def test_planned_bytes_and_threads():
-    assert fe_proxy.threads({"cores": 3}) == 3
+    assert fe_optimisation.threads({"cores": 3}) == 3
     one = fe_proxy.planned_bytes({"cores": 1})
     assert fe_proxy.planned_bytes({"cores": 4}) == 4 * one
     assert one > 40 * frd.results_bytes(10)  # 10 elements, 40 increments

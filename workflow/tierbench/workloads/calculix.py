@@ -4,11 +4,11 @@ With a ``deck``, a point runs the user's own input deck instead, once per
 repetition (:mod:`tierbench.workloads.calculix_deck`); without one, the
 optimisation below.
 
-The same genetic algorithm as ``fe_proxy`` (``ga``: population, generations,
-elite, seed; the evaluations of a generation on ``cores`` worker processes)
-fits the same parameters (E, yield stress, Voce saturation stress; same
-bounds and true values) of an elasto-plastic bar, but every evaluation is a
-real CalculiX analysis:
+The same optimisation as ``fe_proxy`` (``fe_optimisation``: the GA's
+population, generations, elite and seed, the evaluations of a generation on
+``cores`` worker processes) fits the same parameters (E, yield stress, Voce
+saturation stress; same bounds and true values) of an elasto-plastic bar, but
+every evaluation is a real CalculiX analysis:
 
 1. its own folder under the job's run folder on the tier, with the deck
    ``job.inp`` written into it (one buffered write, no fsync);
@@ -80,12 +80,8 @@ from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..job import Job
 from ..records import metric
 from ..schemas import complete
-from . import Tool, Workload, calculix_deck, fe_deck, fe_model, fe_proxy, ga
+from . import Tool, Workload, calculix_deck, fe_deck, fe_model, fe_optimisation, ga
 
-#: the fitted parameters, their bounds, units and true values: fe_proxy's, for a fair comparison
-BOUNDS = fe_proxy.BOUNDS
-UNITS = fe_proxy.UNITS
-TRUTH = fe_proxy.TRUTH
 CCX = "ccx"
 JOB = "job"
 INSTALL_HINT = (
@@ -126,12 +122,7 @@ def settings(params: dict) -> Settings:
     p = complete("calculix", params)
     return Settings(
         cores=p["cores"],
-        ga=ga.Settings(
-            population=p["population"],
-            generations=p["generations"],
-            elite=p["elite"],
-            seed=p["seed"],
-        ),
+        ga=fe_optimisation.ga_settings(p),
         model=fe_deck.Model(
             elements=p["elements"],
             increments=p["increments"],
@@ -154,16 +145,7 @@ def check_params(params: dict) -> None:
         return
     if params.get("output_bytes") is not None:
         raise ValueError("output_bytes is what ccx writes for a deck: give it with deck only")
-    if params["elite"] >= params["population"]:
-        raise ValueError(
-            f"elite must be smaller than population (got {params['elite']} >= "
-            f"{params['population']})"
-        )
-
-
-def threads(params: dict) -> int:
-    """One worker process (one single-threaded ccx) per core; with a deck, ccx's threads."""
-    return int(params["cores"])
+    fe_optimisation.check_elite(params)
 
 
 # ---------------------------------------------------------------- reading ccx's output
@@ -368,16 +350,12 @@ def init_worker(
     _WORKER.update(model=model, target=target, solver_log=solver_log, baseline=baseline)
 
 
-def material_of(parameters: dict) -> fe_model.Material:
-    return fe_model.Material(**{**TRUTH.as_dict(), **parameters})
-
-
 def evaluate(task: dict) -> dict:
     """One CalculiX analysis (and its paired baseline, with ``paired_baseline``); its record."""
     quiet = _WORKER["baseline"]
     if quiet is None:
         return analyse(task, _WORKER["model"])
-    return ga.with_baseline(
+    return fe_optimisation.with_baseline(
         task, lambda t: analyse(t, _WORKER["model"]), lambda t: analyse(t, quiet)
     )
 
@@ -386,7 +364,7 @@ def analyse(task: dict, model: fe_deck.Model) -> dict:
     """One CalculiX analysis in ``task['folder']``; returns its record (a failure included)."""
     target = _WORKER["target"]
     start, cpu = time.perf_counter(), time.process_time()
-    text = fe_deck.deck(model, material_of(task["parameters"]), task["label"])
+    text = fe_deck.deck(model, fe_optimisation.individual(task["parameters"]), task["label"])
     run = run_ccx(task["folder"], text, _WORKER["solver_log"])
     record = {
         "label": task["label"],
@@ -423,23 +401,20 @@ def analyse(task: dict, model: fe_deck.Model) -> dict:
 
 def target_curve(config: Settings, root: Path) -> np.ndarray:
     """The 'measured' curve: ccx with the true parameters, plus relative noise."""
-    text = fe_deck.deck(config.model, TRUTH, "target")
+    text = fe_deck.deck(config.model, fe_optimisation.TRUTH, "target")
     run = run_ccx(str(root / "target"), text, config.solver_log)
     try:
         force = on_grid(curve_of(run), config.model.increments)
     except PointFailed as error:
         raise PointFailed(f"the target run with the true parameters failed: {error}") from None
-    if config.noise:
-        rng = np.random.default_rng(config.ga.seed + 7919)
-        force = force + rng.normal(0.0, config.noise * float(np.max(np.abs(force))), force.shape)
-    return force
+    return fe_optimisation.with_noise(force, config.noise, config.ga.seed)
 
 
 def optimise(config: Settings, root: Path, target: np.ndarray, log=lambda message: None) -> dict:
     """The whole GA, every evaluation a ccx run in its own folder under ``root``."""
     worker = (init_worker, (config.model, target, config.solver_log, config.paired_baseline))
-    return ga.optimise_in_pool(
-        BOUNDS, config.ga, config.cores, root, evaluate, worker, "ccx runs", log
+    return fe_optimisation.optimise_in_pool(
+        config.ga, config.cores, root, evaluate, worker, "ccx runs", log
     )
 
 
@@ -453,7 +428,7 @@ def summary_metrics(outcome: dict) -> list[dict]:
     fs_sum = sum(e["fs_time"] for e in evals)
     eval_sum = sum(e["eval_time"] for e in evals)
     metrics = [
-        *fe_proxy.run_metrics(outcome),
+        *fe_optimisation.run_metrics(outcome),
         # the target curve's run too: a traced job's calls are those of every ccx run
         metric("solver_runs", len(evals) + 1, "runs"),
         metric("eval_time_max", max(e["eval_time"] for e in evals), "s"),
@@ -464,9 +439,9 @@ def summary_metrics(outcome: dict) -> list[dict]:
         metric("solver_time_sum", sum(e["solver_time"] for e in evals), "s"),
         metric("fs_time_sum", fs_sum, "s"),
         metric("fs_share", 100.0 * fs_sum / max(eval_sum, 1e-12), "%"),
-        *fe_proxy.written_metrics(evals),
+        *fe_optimisation.written_metrics(evals),
     ]
-    return metrics + fe_proxy.fit_metrics(outcome)
+    return metrics + fe_optimisation.fit_metrics(outcome)
 
 
 # ---------------------------------------------------------------- space on the tier
@@ -506,34 +481,22 @@ def planned_bytes(params: dict) -> int:
 # ---------------------------------------------------------------- the job
 
 
-def _json_value(value):
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, float):
-        return round(value, 9) if math.isfinite(value) else None
-    return value
-
-
 def run(job: Job) -> list[dict]:
     config = settings(job.params)
     if job.folder is None:
         raise PointNotApplicable("calculix writes solver files; the void tier has no folder")
     if shutil.which(CCX) is None:
         raise PointSkipped(f"{CCX} is not on PATH: {INSTALL_HINT}")
-    cpus = fe_proxy.available_cpus()
     own_deck = job.params.get("deck") is not None
-    if config.cores > cpus and not config.oversubscribe:
-        raise PointSkipped(
-            f"cores={config.cores} is more than the {cpus} CPUs this job may use; set "
-            f"oversubscribe: true to run more {'threads' if own_deck else 'workers'} than cores"
-        )
+    what = "threads" if own_deck else "workers"
+    cpus = fe_optimisation.check_cores(config.cores, config.oversubscribe, what)
     if own_deck:
         return calculix_deck.run(job, solver_env(config.cores))
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
     model = config.model
     job.log(
-        f"GA: population {config.ga.population}, {config.ga.generations} generations, "
-        f"{config.cores} workers; ccx: {model.elements} C3D8 elements, {model.increments} "
+        f"{fe_optimisation.describe(config.ga, config.cores)}; ccx: {model.elements} C3D8 "
+        f"elements, {model.increments} "
         f"increments, .frd every {model.frd_every} ({model.frd_fields}); "
         f"at most about {evaluation_bytes(model)} B per evaluation"
     )
@@ -553,14 +516,8 @@ def run(job: Job) -> list[dict]:
     )
     job.extra["evaluation_files"] = dict(sorted(ok[0]["file_sizes"].items()))
     job.extra["solver_env"] = dict(SOLVER_ENV)
-    job.extra["deck_lines"] = fe_deck.deck(model, TRUTH).count("\n")
-    job.extra["truth"] = {n: getattr(TRUTH, n) for n in BOUNDS}
-    job.extra["best"] = outcome["best"]
-    job.extra["history"] = outcome["history"]
-    job.extra["cpus"] = cpus
-    job.extra["evaluations"] = [
-        {k: _json_value(v) for k, v in e.items() if k != "file_sizes"} for e in evals
-    ]
+    job.extra["deck_lines"] = fe_deck.deck(model, fe_optimisation.TRUTH).count("\n")
+    fe_optimisation.keep_outcome(job, outcome, cpus, leave_out=("file_sizes",))
     return summary_metrics(outcome)
 
 
@@ -575,7 +532,7 @@ WORKLOAD = Workload(
     check_params=check_params,
     planned_bytes=planned_bytes,
     creates_files=True,
-    threads=threads,
+    threads=fe_optimisation.threads,
     headline=("wall_time",),
-    page_cache=fe_proxy.page_cache_rule("calculix", planned_bytes),
+    page_cache=fe_optimisation.page_cache_rule("calculix", planned_bytes),
 )

@@ -4,10 +4,11 @@ Document 000 fitted material parameters of a small non-linear FE model with a
 genetic algorithm (population 30, 2 generations = 60 analyses) and timed the
 whole optimisation on an HDD, an SSD and tmpfs. This workload does the same
 with a real, if small, implicit solve (``fe_model``: a tapered elasto-plastic
-bar, finite strain, Newton-Raphson with a residual tolerance) and a seeded GA
-(``ga``). The target force-displacement curve is computed by the same model
-from known parameters (``TRUTH``, plus optional noise), so the fit can be
-checked against the truth.
+bar, finite strain, Newton-Raphson with a residual tolerance) and the seeded
+GA the calculix workload runs too (``fe_optimisation``). The target
+force-displacement curve is computed by the same model from known parameters
+(``fe_optimisation.TRUTH``, plus optional noise), so the fit can be checked
+against the truth.
 
 Every evaluation runs in its own folder on the tier under test: the GA writes
 an input deck (CalculiX syntax, the bar as a row of C3D8 elements), the
@@ -54,24 +55,19 @@ import os
 import shutil
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from .. import compute, pagecache
-from ..errors import PointFailed, PointNotApplicable, PointSkipped
+from .. import compute
+from ..errors import PointFailed, PointNotApplicable
 from ..files import APPEND, CREATE, write_all
 from ..job import Job
 from ..records import metric
 from ..schemas import complete
-from . import Pair, Workload, fe_deck, fe_model, frd, ga
+from . import Pair, Workload, calculix, fe_deck, fe_model, fe_optimisation, frd, ga
 
-#: the known material of the target curve, and what the GA fits (MPa)
-TRUTH = fe_model.Material()
-BOUNDS = {"E": (150_000.0, 250_000.0), "sigma_y": (150.0, 350.0), "Q": (50.0, 300.0)}
-UNITS = {"E": "MPa", "sigma_y": "MPa", "Q": "MPa"}
 JOB = "job"
 
 # CALCULIX OUTPUT, measured with CalculiX 2.20 (Debian 12 calculix-ccx,
@@ -182,12 +178,7 @@ def settings(params: dict) -> Settings:
     output = Output(fsync=p["fsync"], frd_every=p["frd_every"])
     return Settings(
         cores=p["cores"],
-        ga=ga.Settings(
-            population=p["population"],
-            generations=p["generations"],
-            elite=p["elite"],
-            seed=p["seed"],
-        ),
+        ga=fe_optimisation.ga_settings(p),
         bar=bar,
         output=output,
         noise=float(p["noise"]),
@@ -195,20 +186,6 @@ def settings(params: dict) -> Settings:
         paired_baseline=p["paired_baseline"],
         compute=compute.seconds(p["compute_per_evaluation"]),
     )
-
-
-def check_params(params: dict) -> None:
-    """The rule the schema cannot state: elite below population."""
-    if params["elite"] >= params["population"]:
-        raise ValueError(
-            f"elite must be smaller than population (got {params['elite']} >= "
-            f"{params['population']})"
-        )
-
-
-def threads(params: dict) -> int:
-    """One worker process per core: the job asks the scheduler for ``cores`` threads."""
-    return int(params["cores"])
 
 
 def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
@@ -664,7 +641,7 @@ def evaluate(task: dict) -> dict:
     if _WORKER["baseline"] is None:
         return analyse(task, _WORKER["output"], _WORKER["deck"])
     quiet, quiet_deck = _WORKER["baseline"]
-    return ga.with_baseline(
+    return fe_optimisation.with_baseline(
         task,
         lambda t: analyse(t, _WORKER["output"], _WORKER["deck"]),
         lambda t: analyse(t, quiet, quiet_deck),
@@ -680,7 +657,7 @@ def analyse(task: dict, output: Output, deck: fe_deck.Deck) -> dict:
     """
     bar, target = _WORKER["bar"], _WORKER["target"]
     label = task["label"]
-    material = replace(TRUTH, **task["parameters"])
+    material = fe_optimisation.individual(task["parameters"])
     start, cpu = time.perf_counter(), time.process_time()
     disk = Disk(task["folder"], output.fsync)
     record = {
@@ -735,18 +712,8 @@ def analyse(task: dict, output: Output, deck: fe_deck.Deck) -> dict:
 
 def target_curve(bar: fe_model.Bar, noise: float, seed: int) -> np.ndarray:
     """The 'measured' curve: the model with the true parameters, plus relative noise."""
-    force = fe_model.force_curve(bar, TRUTH)
-    if noise:
-        rng = np.random.default_rng(seed + 7919)
-        force = force + rng.normal(0.0, noise * float(np.max(np.abs(force))), force.shape)
-    return force
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    force = fe_model.force_curve(bar, fe_optimisation.TRUTH)
+    return fe_optimisation.with_noise(force, noise, seed)
 
 
 def optimise(config: Settings, root: Path, log=lambda message: None, units: int = 0) -> dict:
@@ -754,7 +721,9 @@ def optimise(config: Settings, root: Path, log=lambda message: None, units: int 
     compute; returns the timings and every evaluation."""
     target = target_curve(config.bar, config.noise, config.ga.seed)
     worker = (init_worker, (config.bar, config.output, target, config.paired_baseline, units))
-    return ga.optimise_in_pool(BOUNDS, config.ga, config.cores, root, evaluate, worker, log=log)
+    return fe_optimisation.optimise_in_pool(
+        config.ga, config.cores, root, evaluate, worker, log=log
+    )
 
 
 def calibrate_compute(config: Settings, root: Path, target: float) -> dict:
@@ -808,8 +777,6 @@ def application_evaluation_time(params: dict, root: Path, runs: int = 5) -> tupl
     """ccx's evaluation time at the point's model without field output: the median CPU time
     (this process's and ccx's) of ``runs`` analyses of the true material after an untimed
     one, by the calculix workload's own evaluation, in ``root``; and every run's times."""
-    from . import calculix
-
     shape = {k: params[k] for k in ("elements", "increments", "max_strain")}
     cx = calculix.settings({**shape, "cores": 1, "frd_every": 0})
     calculix.init_worker(cx.model, np.ones(cx.model.increments), cx.solver_log)  # misfit unused
@@ -838,79 +805,18 @@ def summary_metrics(outcome: dict) -> list[dict]:
     io_sum = sum(e["io_time"] for e in evals)
     compute_sum = sum(e["compute_time"] for e in evals)
     metrics = [
-        *run_metrics(outcome),
+        *fe_optimisation.run_metrics(outcome),
         metric("eval_compute_time_median", median("compute_time"), "s"),
         metric("eval_io_time_median", median("io_time"), "s"),
         metric("eval_io_time_max", max(e["io_time"] for e in evals), "s"),
         metric("compute_time_sum", compute_sum, "s"),
         metric("io_time_sum", io_sum, "s"),
         metric("io_share", 100.0 * io_sum / max(io_sum + compute_sum, 1e-12), "%"),
-        *written_metrics(evals),
+        *fe_optimisation.written_metrics(evals),
     ]
     if ok:
         metrics.append(metric("newton_iterations_median", median("iterations", ok), "iterations"))
-    return metrics + fit_metrics(outcome)
-
-
-def run_metrics(outcome: dict) -> list[dict]:
-    """What every GA run reports, whatever evaluates an individual (fe_proxy, calculix).
-
-    The increments a solver took per evaluation are the unit the fidelity check
-    compares output per (tierbench.fidelity): ccx cuts back where the proxy does not.
-    """
-    evals = outcome["evaluations"]
-    ok = [e for e in evals if e["ok"]]
-    found = [
-        metric("wall_time", outcome["wall_time"], "s"),
-        metric("evaluations", len(evals), "evaluations"),
-        metric("failed_evaluations", len(evals) - len(ok), "evaluations"),
-        metric("eval_time_median", statistics.median(e["eval_time"] for e in evals), "s"),
-        metric("eval_cpu_time_median", statistics.median(e["cpu_time"] for e in evals), "s"),
-    ]
-    if ok:
-        increments = statistics.median(e["increments"] for e in ok)
-        found.append(metric("solver_increments_median", increments, "increments"))
-    paired = [e for e in ok if e.get("baseline")]
-    if paired:  # paired_baseline: the compute, and the output's cost per increment, in the job
-        eval_time = statistics.median(e["baseline"]["eval_time"] for e in paired)
-        found.append(metric("eval_time_baseline_median", eval_time, "s"))
-        for name, key in (("output_cost_per_increment", "cpu_time"),
-                          ("output_cost_per_increment_wall", "eval_time")):  # fmt: skip
-            cost = statistics.median(
-                (e[key] - e["baseline"][key]) / e["increments"] for e in paired
-            )
-            found.append(metric(name, cost, "s"))
-    return found
-
-
-def written_metrics(evals: list[dict]) -> list[dict]:
-    """Bytes and files the evaluations left on the tier, in all and per evaluation."""
-    return [
-        metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
-        metric("bytes_per_evaluation", statistics.median(e["bytes"] for e in evals), "B"),
-        metric("files_written", sum(e["files"] for e in evals), "files"),
-        metric("files_per_evaluation", statistics.median(e["files"] for e in evals), "files"),
-    ]
-
-
-def fit_metrics(outcome: dict) -> list[dict]:
-    """The best fit found and its error against the known truth (none when every run failed)."""
-    if not math.isfinite(outcome["best_misfit"]):
-        return []
-    metrics = [metric("best_misfit", outcome["best_misfit"], "%")]
-    for name, value in outcome["best"].items():
-        truth = getattr(TRUTH, name)
-        metrics.append(metric(f"best_{name}", value, UNITS[name]))
-        metrics.append(metric(f"error_{name}", 100.0 * (value - truth) / truth, "%"))
-    return metrics
-
-
-def _json_value(value):
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, float):
-        return round(value, 9) if math.isfinite(value) else None
-    return value
+    return metrics + fe_optimisation.fit_metrics(outcome)
 
 
 def per_evaluation(evaluations: list[dict]) -> dict:
@@ -928,18 +834,12 @@ def run(job: Job) -> list[dict]:
     config = settings(job.params)
     if job.folder is None:
         raise PointNotApplicable("fe_proxy writes solver files; the void tier has no folder")
-    cpus = available_cpus()
-    if config.cores > cpus and not config.oversubscribe:
-        raise PointSkipped(
-            f"cores={config.cores} is more than the {cpus} CPUs this job may use; "
-            "set oversubscribe: true to run more workers than cores"
-        )
+    cpus = fe_optimisation.check_cores(config.cores, config.oversubscribe)
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
     note = compute_of(job, config)
     job.extra["compute"] = note
     job.log(
-        f"GA: population {config.ga.population}, {config.ga.generations} generations, "
-        f"{config.cores} workers; FE: {config.bar.elements} elements, "
+        f"{fe_optimisation.describe(config.ga, config.cores)}; FE: {config.bar.elements} elements, "
         f"{config.bar.increments} increments; CalculiX's output, fsync={config.output.fsync}; "
         f"at most {evaluation_bytes(config.output, config.bar)} B per evaluation"
     )
@@ -950,36 +850,13 @@ def run(job: Job) -> list[dict]:
         f"{outcome['best_misfit']:.3f} %, parameters {outcome['best']}; per evaluation "
         f"{written['files']:g} files, {written['bytes']:g} B, {written['calls']['write']:g} writes"
     )
-    job.extra["truth"] = {n: getattr(TRUTH, n) for n in BOUNDS}
-    job.extra["best"] = outcome["best"]
-    job.extra["history"] = outcome["history"]
-    job.extra["cpus"] = cpus
     job.extra["per_evaluation"] = written
-    job.extra["evaluations"] = [
-        {k: _json_value(v) for k, v in e.items()} for e in outcome["evaluations"]
-    ]
+    fe_optimisation.keep_outcome(job, outcome, cpus)
     found = summary_metrics(outcome)
     found.append(metric("compute_units_per_evaluation", note["units"], "units"))
     if note["target"] is not None:
         found.append(metric("compute_target_per_evaluation", note["target"], "s"))
     return found
-
-
-def page_cache_rule(workload: str, planned: Callable[[dict], int]):
-    """fe_proxy's and calculix's rule: each evaluation's folder, written buffered and deleted
-    after it (calculix's run of a user's deck, written buffered too), its peak on the tier
-    (``planned``, the workload's planned_bytes) against the dirty limit."""
-
-    def rule(params: dict, limits: dict | None) -> dict:
-        if str(params.get("fsync", "none")) != "none":
-            return pagecache.result(
-                pagecache.DEVICE, f"{workload} fsyncs its output (fsync: {params['fsync']})"
-            )
-        whose = "its deck's run" if params.get("deck") else "the evaluations at once"
-        what = f"{workload} buffered output (no fsync) of {whose}"
-        return pagecache.buffered_write(what, int(planned(params)), limits)
-
-    return rule
 
 
 WORKLOAD = Workload(
@@ -1012,9 +889,9 @@ WORKLOAD = Workload(
     run=run,
     family="fe",
     env="fe",
-    check_params=check_params,
+    check_params=fe_optimisation.check_elite,
     planned_bytes=planned_bytes,
     creates_files=True,
-    threads=threads,
-    page_cache=page_cache_rule("fe_proxy", planned_bytes),
+    threads=fe_optimisation.threads,
+    page_cache=fe_optimisation.page_cache_rule("fe_proxy", planned_bytes),
 )  # fmt: skip
