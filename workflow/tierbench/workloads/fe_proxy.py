@@ -11,10 +11,10 @@ force-displacement curve is computed by the same model from known parameters
 against the truth.
 
 Every evaluation runs in its own folder on the tier under test: the GA writes
-an input deck (CalculiX syntax, the bar as a row of C3D8 elements), the
-solver reads it back, solves, and writes what CalculiX 2.20 (``ccx``) writes
-for that deck, with its system calls and sizes, measured with strace (see
-CALCULIX OUTPUT below).
+the bar's CalculiX deck (``fe_deck``: the bytes the calculix workload hands
+ccx for the same individual), the solver reads it back, solves, and writes
+what CalculiX 2.20 (``ccx``) writes for that deck, with its system calls and
+sizes, measured with strace (see CALCULIX OUTPUT below).
 
 ``fsync`` sets what reaches the device: ``none`` (written to the OS only, as
 the solvers do), ``increment`` (fsync every file written in an increment) or
