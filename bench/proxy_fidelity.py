@@ -81,7 +81,7 @@ from harness import (
 from tierbench import intervals
 from tierbench.matrix import complete
 from tierbench.rundir import RunFolder
-from tierbench.workloads import fe_proxy
+from tierbench.workloads import fe_optimisation
 
 SIZES = {
     "full": {
@@ -191,7 +191,7 @@ def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
     k = KINDS[kind]
     rng = np.random.default_rng(1000 + round_)
     sets = [
-        {name: float(rng.uniform(*bounds)) for name, bounds in fe_proxy.BOUNDS.items()}
+        {name: float(rng.uniform(*bounds)) for name, bounds in fe_optimisation.BOUNDS.items()}
         for _ in range(shape["evaluations"])
     ]
     # on the tier, as the CFD jobs are (the scratch folder is on the root disk)

@@ -1,4 +1,4 @@
-"""calculix: the deck, reading ccx's output and failures, and the real solver on two tiers."""
+"""calculix: reading ccx's output and failures, and the real solver on two tiers."""
 
 import math
 from pathlib import Path
@@ -9,7 +9,7 @@ from conftest import job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import calculix, fe_model, get
+from tierbench.workloads import calculix, fe_deck, fe_optimisation, get
 
 # ccx 2.20's job.dat of a 1-element bar in 3 increments (captured as written)
 DAT = (
@@ -69,52 +69,6 @@ TINY = {
     "elements": 1,
     "increments": 10,
 }
-
-
-# ------------------------------------------------------------------ the deck
-
-
-def test_deck_has_the_mesh_the_increments_and_the_parameters():
-    model = calculix.Model(elements=3, increments=7)
-    material = fe_model.Material(E=187_654.0, sigma_y=321.5, Q=77.25)
-    lines = calculix.deck(model, material, "g01-e002").splitlines()
-    elements = lines[lines.index("*ELEMENT, TYPE=C3D8, ELSET=EALL") + 1 :][:3]
-    assert [len(line.split(",")) for line in elements] == [9, 9, 9]
-    assert lines[lines.index("*ELEMENT, TYPE=C3D8, ELSET=EALL") + 4].startswith("*")
-    nodes = lines[
-        lines.index("*NODE, NSET=NALL") + 1 : lines.index("*ELEMENT, TYPE=C3D8, ELSET=EALL")
-    ]
-    assert len(nodes) == 16 == model.nodes
-    assert lines[lines.index("*ELASTIC") + 1] == "187654, 0.3"
-    table = lines[
-        lines.index("*PLASTIC") + 1 : lines.index("*SOLID SECTION, ELSET=EALL, MATERIAL=FIT")
-    ]
-    assert len(table) == calculix.PLASTIC_POINTS and table[0] == "321.5, 0"
-    stress, strain = (float(v) for v in table[-1].split(","))
-    assert stress == pytest.approx(float(material.yield_stress(strain)), rel=1e-9)
-    static = lines[lines.index("*STATIC") + 1].split(",")
-    assert float(static[0]) == pytest.approx(1 / 7) and float(static[3]) == pytest.approx(1 / 7)
-    assert "*STEP, NLGEOM, INC=140" in lines and "g01-e002" in lines[1]
-    assert lines[lines.index("*BOUNDARY, AMPLITUDE=PULL") + 1] == "LOAD, 1, 1, 2"  # 0.02 x 100 mm
-    assert "*NODE FILE, FREQUENCY=1" in lines and "*EL FILE, FREQUENCY=1" in lines
-
-
-def test_deck_output_requests_follow_the_parameters():
-    nodal = calculix.deck(calculix.Model(frd_every=4, frd_fields="nodal"), calculix.TRUTH)
-    assert "*NODE FILE, FREQUENCY=4\nU, RF\n" in nodal and "*EL FILE" not in nodal
-    none = calculix.deck(calculix.Model(frd_every=0), calculix.TRUTH)
-    assert "*NODE FILE" not in none and "*EL FILE" not in none
-    assert "*NODE PRINT, NSET=LOAD, TOTALS=ONLY\nRF\n" in none  # the curve is always printed
-
-
-def test_mesh_is_the_tapered_bar():
-    model = calculix.Model(elements=4)
-    lines = calculix.deck(model, calculix.TRUTH).splitlines()
-    first = lines.index("*NODE, NSET=NALL") + 1
-    coords = np.array([[float(v) for v in line.split(",")[1:]] for line in lines[first:][:20]])
-    side = coords[2::4, 1]  # the (s, s) corner of every station
-    assert side**2 == pytest.approx(model.area * (1 - model.taper * coords[2::4, 0] / 100.0))
-    assert coords[-1, 0] == pytest.approx(model.length)
 
 
 # ------------------------------------------------------------------ reading ccx's output
@@ -231,10 +185,11 @@ def test_planned_bytes_grow_with_workers_model_and_output():
 
 
 def test_a_failing_ccx_is_a_failed_evaluation_and_its_folder_goes(ccx, tmp_path, monkeypatch):
-    model = calculix.Model(elements=1, increments=4)
+    model = fe_deck.Model(elements=1, increments=4)
     calculix.init_worker(model, np.ones(4), "file")
-    broken = calculix.deck(model, calculix.TRUTH).replace("MATERIAL=FIT\n*AMP", "MATERIAL=X\n*AMP")
-    monkeypatch.setattr(calculix, "deck", lambda *args: broken)
+    good = fe_deck.deck(model, fe_optimisation.TRUTH)
+    broken = good.replace("MATERIAL=FIT\n*AMP", "MATERIAL=X\n*AMP")
+    monkeypatch.setattr(fe_deck, "deck", lambda *args: broken)
     task = {"folder": str(tmp_path / "g01-e001"), "label": "g01-e001", "parameters": {}}
     record = calculix.evaluate(task)
     assert not record["ok"] and record["misfit"] == math.inf
@@ -245,11 +200,11 @@ def test_a_failing_ccx_is_a_failed_evaluation_and_its_folder_goes(ccx, tmp_path,
 
 
 def test_an_evaluation_with_the_true_parameters_fits_exactly(ccx, tmp_path):
-    model = calculix.Model(elements=2, increments=6)
+    model = fe_deck.Model(elements=2, increments=6)
     config = calculix.settings({**TINY, "elements": 2, "increments": 6})
     target = calculix.target_curve(config, tmp_path)
     calculix.init_worker(model, target, "pipe")
-    truth = {n: getattr(calculix.TRUTH, n) for n in calculix.BOUNDS}
+    truth = {n: getattr(fe_optimisation.TRUTH, n) for n in fe_optimisation.BOUNDS}
     exact = calculix.evaluate({"folder": str(tmp_path / "a"), "label": "a", "parameters": truth})
     assert exact["ok"] and exact["misfit"] == pytest.approx(0.0, abs=1e-9)
     assert "job.log" not in exact["file_sizes"]  # pipe: the log stays in memory
@@ -272,7 +227,7 @@ def test_the_real_solver_on_a_tier(ccx, tmp_path, tier):
         return {p for p in path.iterdir() if p.name.startswith("tierbench-")}
 
     before = ours()
-    cores = min(2, calculix.fe_proxy.available_cpus())
+    cores = min(2, fe_optimisation.available_cpus())
     spec = job_spec("calculix", path, {**TINY, "cores": cores}, tier=tier)
     record = run_job(spec, calculix.run)
     metrics = {m["metric"]: m for m in record["metrics"]}
@@ -289,7 +244,7 @@ def test_the_real_solver_on_a_tier(ccx, tmp_path, tier):
     assert metrics["bytes_per_evaluation"]["value"] >= sum(files.values()) * 0.5
     assert metrics["bytes_written"]["value"] >= 4 * min(files.values())
     assert metrics["solver_increments_median"]["value"] >= 10
-    for name, (low, high) in calculix.BOUNDS.items():
+    for name, (low, high) in fe_optimisation.BOUNDS.items():
         assert low <= metrics[f"best_{name}"]["value"] <= high
     assert metrics["best_misfit"]["unit"] == "%"
     assert record["extra"]["solver_env"]["OMP_NUM_THREADS"] == "1"
@@ -301,7 +256,7 @@ def test_paired_baseline_analyses_each_evaluation_again_without_field_output(ccx
     config = calculix.settings({**TINY, "elements": 2, "increments": 6, "paired_baseline": True})
     target = calculix.target_curve(config, tmp_path)
     calculix.init_worker(config.model, target, "pipe", paired=True)
-    truth = {n: getattr(calculix.TRUTH, n) for n in calculix.BOUNDS}
+    truth = {n: getattr(fe_optimisation.TRUTH, n) for n in fe_optimisation.BOUNDS}
     record = calculix.evaluate({"folder": str(tmp_path / "e"), "label": "g01-e001",
                                 "parameters": truth})  # fmt: skip
     baseline = record["baseline"]
@@ -311,14 +266,14 @@ def test_paired_baseline_analyses_each_evaluation_again_without_field_output(ccx
                              calculix.replace(config.model, frd_every=0))  # fmt: skip
     assert quiet["file_sizes"]["job.frd"] < record["file_sizes"]["job.frd"] / 5  # the mesh only
     assert list(tmp_path.iterdir()) == []
-    metrics = {m["metric"]: m["value"] for m in calculix.fe_proxy.run_metrics(
+    metrics = {m["metric"]: m["value"] for m in fe_optimisation.run_metrics(
         {"evaluations": [record], "wall_time": 1.0})}  # fmt: skip
     expected = (record["cpu_time"] - baseline["cpu_time"]) / record["increments"]
     assert metrics["output_cost_per_increment"] == pytest.approx(expected)
 
 
 def test_a_failing_target_fails_the_point(ccx, tmp_path, monkeypatch):
-    monkeypatch.setattr(calculix, "deck", lambda *args: "*HEADING\nnothing\n*STEP\n*STATIC\n")
+    monkeypatch.setattr(fe_deck, "deck", lambda *args: "*HEADING\nnothing\n*STEP\n*STATIC\n")
     record = run_job(job_spec("calculix", tmp_path, TINY), calculix.run)
     assert record["metrics"][0]["status"] == "failed"
     assert record["metrics"][0]["reason"].startswith("the target run with the true parameters")
@@ -326,13 +281,13 @@ def test_a_failing_target_fails_the_point(ccx, tmp_path, monkeypatch):
 
 
 def test_every_evaluation_failing_fails_the_point(ccx, tmp_path, monkeypatch):
-    good = calculix.deck
+    good = fe_deck.deck
 
     def deck(model, material, label=""):
         text = good(model, material, label)
         return text if label in ("", "target") else text.replace("*ELASTIC\n", "*ELASTIC\nx\n")
 
-    monkeypatch.setattr(calculix, "deck", deck)
+    monkeypatch.setattr(fe_deck, "deck", deck)
     record = run_job(job_spec("calculix", tmp_path, TINY), calculix.run)
     assert record["metrics"][0]["status"] == "failed"
     assert record["metrics"][0]["reason"].startswith("all 4 ccx evaluations failed; the first: ccx")

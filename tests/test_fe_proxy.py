@@ -17,7 +17,7 @@ from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import fe_model, fe_proxy, frd, ga
+from tierbench.workloads import fe_model, fe_optimisation, fe_proxy, frd, ga
 
 TINY = {
     "cores": 1,
@@ -99,8 +99,8 @@ def test_solve_gives_up_with_a_clear_error():
 
 def fit(settings, bar=None):
     bar = bar or fe_model.Bar(elements=1, increments=20)
-    target = fe_model.force_curve(bar, fe_proxy.TRUTH)
-    names = list(fe_proxy.BOUNDS)
+    target = fe_model.force_curve(bar, fe_optimisation.TRUTH)
+    names = list(fe_optimisation.BOUNDS)
     batches = []
 
     def evaluate(rows, generation):
@@ -113,7 +113,7 @@ def fit(settings, bar=None):
             for row in rows
         ]
 
-    low, high = zip(*fe_proxy.BOUNDS.values(), strict=True)
+    low, high = zip(*fe_optimisation.BOUNDS.values(), strict=True)
     return ga.optimise(evaluate, low, high, settings), batches
 
 
@@ -121,10 +121,10 @@ def test_ga_recovers_known_parameters():
     """Tiny problem (1 element, 20 increments), seed 1: E and yield stress within 1 %,
     Voce saturation Q within 3 %, curve within 0.1 % (the same holds for seeds 2 to 5)."""
     result, batches = fit(ga.Settings(population=24, generations=15, seed=1))
-    best = dict(zip(fe_proxy.BOUNDS, result.best, strict=True))
-    assert best["E"] == pytest.approx(fe_proxy.TRUTH.E, rel=0.01)
-    assert best["sigma_y"] == pytest.approx(fe_proxy.TRUTH.sigma_y, rel=0.01)
-    assert best["Q"] == pytest.approx(fe_proxy.TRUTH.Q, rel=0.03)
+    best = dict(zip(fe_optimisation.BOUNDS, result.best, strict=True))
+    assert best["E"] == pytest.approx(fe_optimisation.TRUTH.E, rel=0.01)
+    assert best["sigma_y"] == pytest.approx(fe_optimisation.TRUTH.sigma_y, rel=0.01)
+    assert best["Q"] == pytest.approx(fe_optimisation.TRUTH.Q, rel=0.03)
     assert result.best_fitness < 0.1
     assert result.evaluations == 24 * 15 and batches == [(g, 24) for g in range(15)]
     assert all(b >= a for a, b in zip(result.history[1:], result.history[:-1], strict=True))
@@ -386,55 +386,6 @@ def test_fsync_modes(tmp_path, syscalls, fsync, expected):
             assert not {"write", "writev"} & set(calls[calls.index("fsync") :])
 
 
-ABAQUS = {
-    "output_model": "abaqus",
-    "model_bytes": "8KiB",
-    "increment_bytes": "1KiB",
-    "restart_interval": 2,
-    "restart_bytes": "4KiB",
-}
-
-
-def test_abaqus_output_keeps_the_earlier_set(tmp_path, kept):
-    config = start_worker({**ABAQUS, "increments": 12, "restart_interval": 5})
-    folder = tmp_path / "g01-e001"
-    record = fe_proxy.evaluate(task(folder))
-    files = {p.name: p.read_bytes() for p in folder.iterdir()}
-    assert len(files) == record["files"] == config.output.files == 10
-    assert {"job.inp", "job.msg", "job.sta", "job.odb", "job.res", "job.com"} <= set(files)
-    odb = files["job.odb"]
-    assert len(odb) == 12 * 1024 and odb[:4] == b"FRM1" and odb[1024 : 1024 + 4] == b"FRM1"
-    assert len(files["job.res"]) == 4 * 1024
-    sta = files["job.sta"].decode().splitlines()
-    assert len(sta) == 2 + 12 + 1 and sta[-1] == " THE ANALYSIS HAS COMPLETED SUCCESSFULLY"
-    extras = sum(len(files[f"job{s}"]) for s in fe_proxy.EXTRA_SUFFIXES)
-    assert extras == config.output.model_bytes
-    assert record["bytes"] >= sum(len(data) for data in files.values())
-
-
-def test_abaqus_output_grows_per_increment(tmp_path, monkeypatch):
-    config = start_worker(ABAQUS)
-    sizes = []
-    real_solve = fe_model.solve
-
-    def watching_solve(bar, material, on_increment):
-        def hook(inc):
-            on_increment(inc)
-            folder = tmp_path / "g01-e001"
-            sizes.append({p.name: p.stat().st_size for p in folder.iterdir()})
-
-        return real_solve(bar, material, hook)
-
-    monkeypatch.setattr(fe_model, "solve", watching_solve)
-    fe_proxy.evaluate(task(tmp_path / "g01-e001"))
-    odb = [s["job.odb"] for s in sizes]
-    sta = [s["job.sta"] for s in sizes]
-    assert all(b - a == config.output.increment_bytes for a, b in zip(odb, odb[1:], strict=False))
-    assert all(b > a for a, b in zip(sta, sta[1:], strict=False))  # written every increment
-    assert sizes[1]["job.res"] == sizes[-1]["job.res"] == config.output.restart_bytes
-    assert list(tmp_path.iterdir()) == []
-
-
 @pytest.fixture
 def recorded_paths(monkeypatch):
     """Every path the evaluation opens: all of them pass Disk.target."""
@@ -449,12 +400,11 @@ def recorded_paths(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("model", [{}, ABAQUS])
-def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, recorded_paths, model):
+def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, recorded_paths):
     run = tmp_path / "run"
     run.mkdir()
     (tmp_path / "neighbour.txt").write_text("keep")
-    config = start_worker({**model, "fsync": "increment"})
+    config = start_worker({"fsync": "increment"})
     folder = run / "g01-e001"
     record = fe_proxy.evaluate(task(folder))
     assert record["ok"] and 0 < record["misfit"] < 100
@@ -495,13 +445,10 @@ def test_failed_solve_is_a_failed_evaluation_and_its_folder_goes(tmp_path, monke
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
-@pytest.mark.parametrize(
-    ("model", "full"),
-    [({}, "job.inp"), ({}, "job.frd"), ({}, "job.dat"), (ABAQUS, "job.odb"), (ABAQUS, "job.res")],
-)
-def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch, model, full):
+@pytest.mark.parametrize("full", ["job.inp", "job.frd", "job.dat"])
+def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch, full):
     """A write that finds the tier full (/dev/full in place of one file) raises ENOSPC."""
-    start_worker(model)
+    start_worker()
     real_target = fe_proxy.Disk.target
 
     def full_for_one_file(self, path):
@@ -512,19 +459,10 @@ def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch, model, 
     with pytest.raises(OSError) as error:
         fe_proxy.evaluate(task(tmp_path / "g01-e001"))
     assert error.value.errno == errno.ENOSPC
-    if full in ("job.inp", "job.frd", "job.res"):  # a file opened by path: the error names it
+    if full in ("job.inp", "job.frd"):  # a file opened by path: the error names it
         assert error.value.filename == "/dev/full"
     assert list(tmp_path.iterdir()) == []
     assert os.path.exists("/dev/full")  # never unlinked: it is not in the folder
-
-
-def test_deck_is_read_back_by_the_solver():
-    material = fe_model.Material(E=123_456.0, sigma_y=234.5, Q=99.0)
-    deck = fe_proxy.input_deck("x", fe_model.Bar(elements=3), material)
-    assert fe_proxy.read_parameters(deck) == material
-    for keyword in ("*NODE, NSET=NALL", "*ELEMENT, TYPE=C3D8", "*PLASTIC", "*NODE FILE"):
-        assert keyword in deck
-    assert deck.count("C3D8") == 2 and "\n12, " in deck and "\n17, " not in deck  # 16 nodes
 
 
 # ------------------------------------------------------------------ the job
@@ -547,8 +485,8 @@ def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):
     assert increments["unit"] == "increments" and increments["value"] == TINY["increments"]
     for name in ("eval_compute_time_median", "eval_io_time_median", "io_time_sum"):
         assert metrics[name]["unit"] == "s" and metrics[name]["value"] > 0
-    for name in fe_proxy.BOUNDS:
-        low, high = fe_proxy.BOUNDS[name]
+    for name in fe_optimisation.BOUNDS:
+        low, high = fe_optimisation.BOUNDS[name]
         assert low <= metrics[f"best_{name}"]["value"] <= high
         assert metrics[f"error_{name}"]["unit"] == "%"
     extra = record["extra"]
@@ -653,7 +591,7 @@ def test_from_application_is_ccxs_evaluation_without_field_output(tmp_path):
 
 
 def test_more_workers_than_cpus_is_skipped_unless_asked(tmp_path):
-    cpus = fe_proxy.available_cpus()
+    cpus = fe_optimisation.available_cpus()
     record = run_job(spec(tmp_path, cores=cpus + 1), fe_proxy.run)
     assert record["metrics"][0]["status"] == "skipped"
     assert "oversubscribe" in record["metrics"][0]["reason"]
@@ -667,12 +605,10 @@ def test_tier_cap_below_the_planned_bytes_fails_before_writing(tmp_path):
 
 
 def test_planned_bytes_and_threads():
-    assert fe_proxy.threads({"cores": 3}) == 3
+    assert fe_optimisation.threads({"cores": 3}) == 3
     one = fe_proxy.planned_bytes({"cores": 1})
     assert fe_proxy.planned_bytes({"cores": 4}) == 4 * one
     assert one > 40 * frd.results_bytes(10)  # 10 elements, 40 increments
-    abaqus = fe_proxy.planned_bytes({"cores": 1, "output_model": "abaqus"})
-    assert abaqus > fe_proxy.parse_size("512KiB") + 40 * fe_proxy.parse_size("16KiB")
 
 
 # ------------------------------------------------------------------ bad parameters
@@ -684,18 +620,14 @@ def test_planned_bytes_and_threads():
         ({"population": 1}, "population: 1 is less than the minimum of 2"),
         ({"increments": 0}, "increments: 0 is less than the minimum of 1"),
         ({"cores": 0}, "cores: 0 is less than the minimum of 1"),
-        ({"increment_bytes": -1}, "increment_bytes"),
-        ({"restart_bytes": "lots"}, "restart_bytes"),
         ({"fsync": "sometimes"}, "fsync: 'sometimes' is not one of"),
         ({"max_strain": 0}, "max_strain"),
         ({"threads": 2}, "'threads' was unexpected"),
         ({"compute_per_evaluation": -0.1}, "compute_per_evaluation"),
-        # with restarts the restart file is one of the files
-        ({**ABAQUS, "files": 4}, "files: 4 is less than the minimum of 5"),
         ({"elite": 4}, "elite must be smaller than population"),
-        ({"increment_bytes": "32KiB"}, "increment_bytes applies to output_model abaqus only"),
-        ({"files": 6, "restart_interval": 0}, "files applies to output_model abaqus only"),
-        ({**ABAQUS, "paired_baseline": True}, "paired_baseline applies to output_model calculix"),
+        # CalculiX's is the one output the proxy writes
+        ({"output_model": "abaqus"}, "output_model: 'abaqus' is not one of"),
+        ({"restart_interval": 5}, "'restart_interval' was unexpected"),
     ],
 )
 def test_bad_parameters_stop_the_expansion_naming_the_key(bad, message):
@@ -704,16 +636,12 @@ def test_bad_parameters_stop_the_expansion_naming_the_key(bad, message):
 
 
 @pytest.mark.parametrize(
-    "good",
-    [
-        {**ABAQUS, "files": 4, "restart_interval": 0},  # no restart file: 4 files are enough
-        {**ABAQUS, "increment_bytes": "32KiB"},
-        {"increment_bytes": 16384},  # the default, written as bytes
-    ],
+    "good", [{}, {"output_model": "calculix"}, {"frd_every": 0, "fsync": "end"}]
 )
 def test_good_parameters_pass(good):
     params = matrix.check_point("fe_proxy", {**TINY, **good}, "p")
-    assert fe_proxy.settings(params).output.model == params["output_model"]
+    output = fe_proxy.settings(params).output
+    assert (output.frd_every, output.fsync) == (params["frd_every"], params["fsync"])
 
 
 def test_settings_give_the_ga_its_seed_and_default_tournament():

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import plotting
-from ..units import format_size, parse_size
+from ..units import format_size
 from . import generic
 
 DOCUMENT = "000"
@@ -145,14 +145,9 @@ def fe_parameters(c: dict) -> str:
     return " ".join(t for t in texts if t)
 
 
-#: what a caption needs of every fe workload, then of each output model of fe_proxy
+#: what a caption needs of every fe workload, then of fe_proxy's output
 GA_COLUMNS = ["population", "generations", "elite", "seed", "elements", "increments"]
-OUTPUT_COLUMNS = {
-    "calculix": ["frd_every", "fsync"],
-    "abaqus": [
-        "files", "increment_bytes", "model_bytes", "restart_bytes", "restart_interval", "fsync",
-    ],
-}  # fmt: skip
+OUTPUT_COLUMNS = ["frd_every", "fsync"]
 #: the workload that runs the real solver, not a model of its output
 REAL_SOLVER = "calculix"
 
@@ -162,19 +157,12 @@ def known(rows: pd.DataFrame, names: list[str]) -> bool:
     return all(name in rows.columns and pd.notna(first[name]) for name in names)
 
 
-def output_model(rows: pd.DataFrame) -> str:
-    """fe_proxy's output model; results from before it had one wrote the abaqus set."""
-    if "output_model" in rows.columns and pd.notna(rows.iloc[0]["output_model"]):
-        return str(rows.iloc[0]["output_model"])
-    return "abaqus"
-
-
 def workload_parameters(c: dict, workload: str) -> str:
     rows = c["fe"][c["fe"]["workload"] == workload]
     first = rows.iloc[0]
     prefix = f"{workload}: " if several(c) else ""
     real = workload == REAL_SOLVER
-    needed = GA_COLUMNS + ([] if real else OUTPUT_COLUMNS.get(output_model(rows), [None]))
+    needed = GA_COLUMNS + ([] if real else OUTPUT_COLUMNS)
     if not known(rows, needed):
         return f"{prefix}parameters as in results.csv."
     text = (
@@ -212,26 +200,18 @@ def field_output(every: int) -> str:
 
 
 def proxy_output_text(rows: pd.DataFrame) -> str:
-    """What fe_proxy's output model wrote per analysis."""
+    """What fe_proxy wrote per analysis."""
     first = rows.iloc[0]
-    if output_model(rows) == "calculix":
-        every = int(first["frd_every"])
-        frd = (
-            "no field output (.frd mesh only)"
-            if every == 0
-            else (f"field output (.frd) every {every} increments")
-        )
-        return (
-            "solver output per analysis: CalculiX 2.20's file set (.inp .log .dat .frd .sta "
-            f".cvg .12d spooles.out) with the calls and bytes strace measured of ccx, {frd}, "
-            f"fsync: {first['fsync']}"
-        )
+    every = int(first["frd_every"])
+    frd = (
+        "no field output (.frd mesh only)"
+        if every == 0
+        else (f"field output (.frd) every {every} increments")
+    )
     return (
-        f"solver output per analysis (an Abaqus-like set): {int(first['files'])} files, "
-        f"{format_size(parse_size(first['increment_bytes']))} of field output per increment, "
-        f"{format_size(parse_size(first['model_bytes']))} of pre-processor files, "
-        f"a {format_size(parse_size(first['restart_bytes']))} restart file every "
-        f"{int(first['restart_interval'])} increments, fsync: {first['fsync']}"
+        "solver output per analysis: CalculiX 2.20's file set (.inp .log .dat .frd .sta "
+        f".cvg .12d spooles.out) with the calls and bytes strace measured of ccx, {frd}, "
+        f"fsync: {first['fsync']}"
     )
 
 

@@ -4,11 +4,11 @@ With a ``deck``, a point runs the user's own input deck instead, once per
 repetition (:mod:`tierbench.workloads.calculix_deck`); without one, the
 optimisation below.
 
-The same genetic algorithm as ``fe_proxy`` (``ga``: population, generations,
-elite, seed; the evaluations of a generation on ``cores`` worker processes)
-fits the same parameters (E, yield stress, Voce saturation stress; same
-bounds and true values) of an elasto-plastic bar, but every evaluation is a
-real CalculiX analysis:
+The same optimisation as ``fe_proxy`` (``fe_optimisation``: the GA's
+population, generations, elite and seed, the evaluations of a generation on
+``cores`` worker processes) fits the same parameters (E, yield stress, Voce
+saturation stress; same bounds and true values) of an elasto-plastic bar, but
+every evaluation is a real CalculiX analysis:
 
 1. its own folder under the job's run folder on the tier, with the deck
    ``job.inp`` written into it (one buffered write, no fsync);
@@ -21,22 +21,14 @@ real CalculiX analysis:
    one loaded node, every increment) and scored against the target curve;
 4. the folder listed (every file ccx left, with its size) and deleted.
 
-The model: a bar of ``elements`` C3D8 bricks along its length, its square
-cross-section tapering as ``fe_model``'s bar does (so elements yield one after
-the other), symmetry planes on three faces, pulled by a prescribed
-displacement to ``max_strain`` and back to zero (``*AMPLITUDE``), with
-``NLGEOM`` and a ``*PLASTIC`` table sampled from the Voce-plus-linear hardening
-law. The step runs in ``increments`` increments of 1/``increments`` each under
-ccx's automatic incrementation: an increment that does not converge is cut
-back, as implicit codes do (fixed increments, ``*STATIC, DIRECT``, were
-tried: ccx then stops with "solution seems to diverge" as soon as the first
-elements of a 10-element bar yield at 40 increments), so a hard evaluation
-takes, and writes, more increments. The curve is interpolated in step time
-onto the ``increments`` grid before scoring. Field output goes to ``job.frd``
-every ``frd_every`` increments (0: none requested): U and RF (``frd_fields:
-nodal``) and S, E, PEEQ as well (``full``). The target curve is made once per
-job by the same ccx with the true parameters (plus optional ``noise``), before
-the optimisation's clock starts.
+The model is the bar's deck (``fe_deck``, which ``fe_proxy`` writes too):
+C3D8 bricks, ``NLGEOM``, a ``*PLASTIC`` table of the hardening law, loaded to
+``max_strain`` and back in ``increments`` increments under ccx's automatic
+incrementation, so a hard evaluation takes, and writes, more increments;
+field output every ``frd_every`` increments. The curve is interpolated in
+step time onto the ``increments`` grid before scoring. The target curve is
+made once per job by the same ccx with the true parameters (plus optional
+``noise``), before the optimisation's clock starts.
 
 Failures: an evaluation whose ccx fails (non-zero exit, ``*ERROR`` lines, no
 or truncated ``job.dat``) is a *failed evaluation*: infinite misfit (the GA
@@ -88,12 +80,8 @@ from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..job import Job
 from ..records import metric
 from ..schemas import complete
-from . import Tool, Workload, calculix_deck, fe_model, fe_proxy, ga
+from . import Tool, Workload, calculix_deck, fe_deck, fe_model, fe_optimisation, ga
 
-#: the fitted parameters, their bounds, units and true values: fe_proxy's, for a fair comparison
-BOUNDS = fe_proxy.BOUNDS
-UNITS = fe_proxy.UNITS
-TRUTH = fe_proxy.TRUTH
 CCX = "ccx"
 JOB = "job"
 INSTALL_HINT = (
@@ -115,44 +103,13 @@ def solver_env(threads: int) -> dict[str, str]:
 
 #: the GA's ccx runs single-threaded
 SOLVER_ENV = solver_env(1)
-#: points of the *PLASTIC table, from zero plastic strain to PLASTIC_RANGE x max_strain
-PLASTIC_POINTS = 16
-PLASTIC_RANGE = 5.0
-#: ccx's automatic incrementation: increments may be cut down to this fraction of
-#: 1/increments, and a step may take this many times ``increments`` in all
-MIN_INCREMENT_FRACTION = 1e-4
-MAX_INCREMENTS_FACTOR = 20
-FRD_FIELDS = {"nodal": ("U, RF",), "full": ("U, RF", "S, E, PEEQ")}
-
-
-@dataclass(frozen=True)
-class Model:
-    """The analysed bar: mesh, loading and what ccx is asked to write."""
-
-    elements: int = 10
-    increments: int = 40
-    max_strain: float = 0.02
-    frd_every: int = 1
-    frd_fields: str = "full"
-    length: float = fe_model.LENGTH
-    area: float = fe_model.AREA
-    taper: float = fe_model.TAPER
-
-    @property
-    def nodes(self) -> int:
-        return 4 * (self.elements + 1)
-
-    @property
-    def tip(self) -> int:
-        """The loaded node whose displacement is printed: the far corner of the last section."""
-        return 4 * self.elements + 3
 
 
 @dataclass(frozen=True)
 class Settings:
     cores: int
     ga: ga.Settings
-    model: Model
+    model: fe_deck.Model
     noise: float
     solver_log: str
     oversubscribe: bool
@@ -165,13 +122,8 @@ def settings(params: dict) -> Settings:
     p = complete("calculix", params)
     return Settings(
         cores=p["cores"],
-        ga=ga.Settings(
-            population=p["population"],
-            generations=p["generations"],
-            elite=p["elite"],
-            seed=p["seed"],
-        ),
-        model=Model(
+        ga=fe_optimisation.ga_settings(p),
+        model=fe_deck.Model(
             elements=p["elements"],
             increments=p["increments"],
             max_strain=float(p["max_strain"]),
@@ -193,92 +145,7 @@ def check_params(params: dict) -> None:
         return
     if params.get("output_bytes") is not None:
         raise ValueError("output_bytes is what ccx writes for a deck: give it with deck only")
-    if params["elite"] >= params["population"]:
-        raise ValueError(
-            f"elite must be smaller than population (got {params['elite']} >= "
-            f"{params['population']})"
-        )
-
-
-def threads(params: dict) -> int:
-    """One worker process (one single-threaded ccx) per core; with a deck, ccx's threads."""
-    return int(params["cores"])
-
-
-# ---------------------------------------------------------------- the deck
-
-
-def plastic_table(material: fe_model.Material, model: Model) -> list[tuple[float, float]]:
-    """(yield stress, plastic strain) pairs of the hardening law, for *PLASTIC."""
-    strains = np.linspace(0.0, PLASTIC_RANGE * model.max_strain, PLASTIC_POINTS)
-    return [(float(material.yield_stress(e)), float(e)) for e in strains]
-
-
-def _mesh(model: Model) -> list[str]:
-    """Nodes and C3D8 elements of the bar along x; a square section of area A(x) per station."""
-    lines = ["*NODE, NSET=NALL"]
-    for i in range(model.elements + 1):
-        x = model.length * i / model.elements
-        s = math.sqrt(model.area * (1.0 - model.taper * x / model.length))
-        base = 4 * i
-        for k, (y, z) in enumerate(((0.0, 0.0), (s, 0.0), (s, s), (0.0, s))):
-            lines.append(f"{base + k + 1}, {x:.9g}, {y:.9g}, {z:.9g}")
-    lines.append("*ELEMENT, TYPE=C3D8, ELSET=EALL")
-    for e in range(model.elements):
-        a = 4 * e
-        lines.append(", ".join(str(n) for n in [e + 1, *range(a + 1, a + 9)]))
-    return lines
-
-
-def _node_set(name: str, nodes) -> list[str]:
-    nodes = list(nodes)
-    rows = [", ".join(str(n) for n in nodes[i : i + 16]) for i in range(0, len(nodes), 16)]
-    return [f"*NSET, NSET={name}", *rows]
-
-
-def deck(model: Model, material: fe_model.Material, label: str = "") -> str:
-    """The CalculiX input deck of one analysis with ``material``'s parameters."""
-    stations = range(model.elements + 1)
-    step = 1.0 / model.increments
-    peak = model.max_strain * model.length
-    lines = [
-        "*HEADING",
-        f"tierbench calculix {label}: tapered elasto-plastic bar, {model.elements} C3D8 elements",
-        *_mesh(model),
-        *_node_set("X0", range(1, 5)),
-        *_node_set("Y0", [4 * i + k for i in stations for k in (1, 4)]),
-        *_node_set("Z0", [4 * i + k for i in stations for k in (1, 2)]),
-        *_node_set("LOAD", range(4 * model.elements + 1, 4 * model.elements + 5)),
-        *_node_set("TIP", [model.tip]),
-        "*MATERIAL, NAME=FIT",
-        "*ELASTIC",
-        f"{material.E:.10g}, 0.3",
-        "*PLASTIC",
-        *(f"{stress:.10g}, {strain:.10g}" for stress, strain in plastic_table(material, model)),
-        "*SOLID SECTION, ELSET=EALL, MATERIAL=FIT",
-        "*AMPLITUDE, NAME=PULL",
-        "0., 0., 0.5, 1., 1., 0.",
-        f"*STEP, NLGEOM, INC={MAX_INCREMENTS_FACTOR * model.increments}",
-        "*STATIC",
-        f"{step:.12g}, 1., {step * MIN_INCREMENT_FRACTION:.12g}, {step:.12g}",
-        "*BOUNDARY",
-        "X0, 1, 1, 0.",
-        "Y0, 2, 2, 0.",
-        "Z0, 3, 3, 0.",
-        "*BOUNDARY, AMPLITUDE=PULL",
-        f"LOAD, 1, 1, {peak:.12g}",
-        "*NODE PRINT, NSET=LOAD, TOTALS=ONLY",
-        "RF",
-        "*NODE PRINT, NSET=TIP",
-        "U",
-    ]
-    if model.frd_every:
-        fields = FRD_FIELDS[model.frd_fields]
-        lines += [f"*NODE FILE, FREQUENCY={model.frd_every}", fields[0]]
-        if len(fields) > 1:
-            lines += [f"*EL FILE, FREQUENCY={model.frd_every}", fields[1]]
-    lines.append("*END STEP")
-    return "\n".join(lines) + "\n"
+    fe_optimisation.check_elite(params)
 
 
 # ---------------------------------------------------------------- reading ccx's output
@@ -474,15 +341,13 @@ def curve_of(run: Run) -> Curve:
 _WORKER: dict = {}
 
 
-def init_worker(model: Model, target: np.ndarray, solver_log: str, paired: bool = False) -> None:
+def init_worker(
+    model: fe_deck.Model, target: np.ndarray, solver_log: str, paired: bool = False
+) -> None:
     """Pool initializer: what every evaluation of a run shares (with ``paired``, the model of
     the baseline without field output, ``paired_baseline``)."""
     baseline = replace(model, frd_every=0) if paired else None
     _WORKER.update(model=model, target=target, solver_log=solver_log, baseline=baseline)
-
-
-def material_of(parameters: dict) -> fe_model.Material:
-    return fe_model.Material(**{**TRUTH.as_dict(), **parameters})
 
 
 def evaluate(task: dict) -> dict:
@@ -490,16 +355,16 @@ def evaluate(task: dict) -> dict:
     quiet = _WORKER["baseline"]
     if quiet is None:
         return analyse(task, _WORKER["model"])
-    return ga.with_baseline(
+    return fe_optimisation.with_baseline(
         task, lambda t: analyse(t, _WORKER["model"]), lambda t: analyse(t, quiet)
     )
 
 
-def analyse(task: dict, model: Model) -> dict:
+def analyse(task: dict, model: fe_deck.Model) -> dict:
     """One CalculiX analysis in ``task['folder']``; returns its record (a failure included)."""
     target = _WORKER["target"]
     start, cpu = time.perf_counter(), time.process_time()
-    text = deck(model, material_of(task["parameters"]), task["label"])
+    text = fe_deck.deck(model, fe_optimisation.individual(task["parameters"]), task["label"])
     run = run_ccx(task["folder"], text, _WORKER["solver_log"])
     record = {
         "label": task["label"],
@@ -536,23 +401,20 @@ def analyse(task: dict, model: Model) -> dict:
 
 def target_curve(config: Settings, root: Path) -> np.ndarray:
     """The 'measured' curve: ccx with the true parameters, plus relative noise."""
-    text = deck(config.model, TRUTH, "target")
+    text = fe_deck.deck(config.model, fe_optimisation.TRUTH, "target")
     run = run_ccx(str(root / "target"), text, config.solver_log)
     try:
         force = on_grid(curve_of(run), config.model.increments)
     except PointFailed as error:
         raise PointFailed(f"the target run with the true parameters failed: {error}") from None
-    if config.noise:
-        rng = np.random.default_rng(config.ga.seed + 7919)
-        force = force + rng.normal(0.0, config.noise * float(np.max(np.abs(force))), force.shape)
-    return force
+    return fe_optimisation.with_noise(force, config.noise, config.ga.seed)
 
 
 def optimise(config: Settings, root: Path, target: np.ndarray, log=lambda message: None) -> dict:
     """The whole GA, every evaluation a ccx run in its own folder under ``root``."""
     worker = (init_worker, (config.model, target, config.solver_log, config.paired_baseline))
-    return ga.optimise_in_pool(
-        BOUNDS, config.ga, config.cores, root, evaluate, worker, "ccx runs", log
+    return fe_optimisation.optimise_in_pool(
+        config.ga, config.cores, root, evaluate, worker, "ccx runs", log
     )
 
 
@@ -566,7 +428,7 @@ def summary_metrics(outcome: dict) -> list[dict]:
     fs_sum = sum(e["fs_time"] for e in evals)
     eval_sum = sum(e["eval_time"] for e in evals)
     metrics = [
-        *fe_proxy.run_metrics(outcome),
+        *fe_optimisation.run_metrics(outcome),
         # the target curve's run too: a traced job's calls are those of every ccx run
         metric("solver_runs", len(evals) + 1, "runs"),
         metric("eval_time_max", max(e["eval_time"] for e in evals), "s"),
@@ -577,9 +439,9 @@ def summary_metrics(outcome: dict) -> list[dict]:
         metric("solver_time_sum", sum(e["solver_time"] for e in evals), "s"),
         metric("fs_time_sum", fs_sum, "s"),
         metric("fs_share", 100.0 * fs_sum / max(eval_sum, 1e-12), "%"),
-        *fe_proxy.written_metrics(evals),
+        *fe_optimisation.written_metrics(evals),
     ]
-    return metrics + fe_proxy.fit_metrics(outcome)
+    return metrics + fe_optimisation.fit_metrics(outcome)
 
 
 # ---------------------------------------------------------------- space on the tier
@@ -595,11 +457,11 @@ TEXT_BYTES_PER_INCREMENT = 4096
 FIXED_BYTES = 64 * 1024
 
 
-def evaluation_bytes(model: Model) -> int:
+def evaluation_bytes(model: fe_deck.Model) -> int:
     """An upper estimate of what one evaluation has on the tier at its end."""
     increments = CUTBACK_MARGIN * model.increments
     frames = increments // model.frd_every if model.frd_every else 0
-    blocks = len(FRD_FIELDS[model.frd_fields][0].split(",")) + (
+    blocks = len(fe_deck.FRD_FIELDS[model.frd_fields][0].split(",")) + (
         3 if model.frd_fields == "full" else 0
     )
     frame = model.nodes * FRD_NODE_BYTES[model.frd_fields] + blocks * FRD_BLOCK_BYTES
@@ -619,34 +481,22 @@ def planned_bytes(params: dict) -> int:
 # ---------------------------------------------------------------- the job
 
 
-def _json_value(value):
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, float):
-        return round(value, 9) if math.isfinite(value) else None
-    return value
-
-
 def run(job: Job) -> list[dict]:
     config = settings(job.params)
     if job.folder is None:
         raise PointNotApplicable("calculix writes solver files; the void tier has no folder")
     if shutil.which(CCX) is None:
         raise PointSkipped(f"{CCX} is not on PATH: {INSTALL_HINT}")
-    cpus = fe_proxy.available_cpus()
     own_deck = job.params.get("deck") is not None
-    if config.cores > cpus and not config.oversubscribe:
-        raise PointSkipped(
-            f"cores={config.cores} is more than the {cpus} CPUs this job may use; set "
-            f"oversubscribe: true to run more {'threads' if own_deck else 'workers'} than cores"
-        )
+    what = "threads" if own_deck else "workers"
+    cpus = fe_optimisation.check_cores(config.cores, config.oversubscribe, what)
     if own_deck:
         return calculix_deck.run(job, solver_env(config.cores))
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
     model = config.model
     job.log(
-        f"GA: population {config.ga.population}, {config.ga.generations} generations, "
-        f"{config.cores} workers; ccx: {model.elements} C3D8 elements, {model.increments} "
+        f"{fe_optimisation.describe(config.ga, config.cores)}; ccx: {model.elements} C3D8 "
+        f"elements, {model.increments} "
         f"increments, .frd every {model.frd_every} ({model.frd_fields}); "
         f"at most about {evaluation_bytes(model)} B per evaluation"
     )
@@ -666,14 +516,8 @@ def run(job: Job) -> list[dict]:
     )
     job.extra["evaluation_files"] = dict(sorted(ok[0]["file_sizes"].items()))
     job.extra["solver_env"] = dict(SOLVER_ENV)
-    job.extra["deck_lines"] = deck(model, TRUTH).count("\n")
-    job.extra["truth"] = {n: getattr(TRUTH, n) for n in BOUNDS}
-    job.extra["best"] = outcome["best"]
-    job.extra["history"] = outcome["history"]
-    job.extra["cpus"] = cpus
-    job.extra["evaluations"] = [
-        {k: _json_value(v) for k, v in e.items() if k != "file_sizes"} for e in evals
-    ]
+    job.extra["deck_lines"] = fe_deck.deck(model, fe_optimisation.TRUTH).count("\n")
+    fe_optimisation.keep_outcome(job, outcome, cpus, leave_out=("file_sizes",))
     return summary_metrics(outcome)
 
 
@@ -688,7 +532,7 @@ WORKLOAD = Workload(
     check_params=check_params,
     planned_bytes=planned_bytes,
     creates_files=True,
-    threads=threads,
+    threads=fe_optimisation.threads,
     headline=("wall_time",),
-    page_cache=fe_proxy.page_cache_rule("calculix", planned_bytes),
+    page_cache=fe_optimisation.page_cache_rule("calculix", planned_bytes),
 )

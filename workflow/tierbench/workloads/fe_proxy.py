@@ -4,22 +4,17 @@ Document 000 fitted material parameters of a small non-linear FE model with a
 genetic algorithm (population 30, 2 generations = 60 analyses) and timed the
 whole optimisation on an HDD, an SSD and tmpfs. This workload does the same
 with a real, if small, implicit solve (``fe_model``: a tapered elasto-plastic
-bar, finite strain, Newton-Raphson with a residual tolerance) and a seeded GA
-(``ga``). The target force-displacement curve is computed by the same model
-from known parameters (``TRUTH``, plus optional noise), so the fit can be
-checked against the truth.
+bar, finite strain, Newton-Raphson with a residual tolerance) and the seeded
+GA the calculix workload runs too (``fe_optimisation``). The target
+force-displacement curve is computed by the same model from known parameters
+(``fe_optimisation.TRUTH``, plus optional noise), so the fit can be checked
+against the truth.
 
 Every evaluation runs in its own folder on the tier under test: the GA writes
-an input deck (CalculiX syntax, the bar as a row of C3D8 elements), the
-solver reads it back, solves, and writes what the application named by
-``output_model`` writes, with its system calls and sizes:
-
-- ``calculix`` (default): what CalculiX 2.20 (``ccx``) writes for that deck,
-  measured with strace (see CALCULIX OUTPUT below).
-- ``abaqus``: an Abaqus/Standard-like set, estimated rather than measured:
-  .msg, .sta and .odb kept open and appended every increment, a restart file
-  rewritten every ``restart_interval`` increments, pre-processor files of
-  ``model_bytes``, ``files`` files in all.
+the bar's CalculiX deck (``fe_deck``: the bytes the calculix workload hands
+ccx for the same individual), the solver reads it back, solves, and writes
+what CalculiX 2.20 (``ccx``) writes for that deck, with its system calls and
+sizes, measured with strace (see CALCULIX OUTPUT below).
 
 ``fsync`` sets what reaches the device: ``none`` (written to the OS only, as
 the solvers do), ``increment`` (fsync every file written in an increment) or
@@ -59,41 +54,29 @@ import math
 import os
 import shutil
 import statistics
-import struct
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from .. import compute, pagecache
-from ..errors import PointFailed, PointNotApplicable, PointSkipped
+from .. import compute
+from ..errors import PointFailed, PointNotApplicable
 from ..files import APPEND, CREATE, write_all
 from ..job import Job
 from ..records import metric
-from ..schemas import complete, schema_defaults
-from ..units import parse_size
-from . import Pair, Workload, fe_model, frd, ga
+from ..schemas import complete
+from . import Pair, Workload, calculix, fe_deck, fe_model, fe_optimisation, frd, ga
 
-#: the known material of the target curve, and what the GA fits (MPa)
-TRUTH = fe_model.Material()
-BOUNDS = {"E": (150_000.0, 250_000.0), "sigma_y": (150.0, 350.0), "Q": (50.0, 300.0)}
-UNITS = {"E": "MPa", "sigma_y": "MPa", "Q": "MPa"}
-#: parameters of one output model only, by model
-ONLY = {
-    "abaqus": ("files", "increment_bytes", "model_bytes", "restart_interval", "restart_bytes"),
-    "calculix": ("frd_every", "paired_baseline"),
-}
 JOB = "job"
 
 # CALCULIX OUTPUT, measured with CalculiX 2.20 (Debian 12 calculix-ccx,
-# OMP_NUM_THREADS=1) under `strace -f`, on decks like :func:`input_deck`'s: a
-# row of E C3D8 elements (E = 1, 2, 5, 10, 20; 4 (E + 1) nodes), *PLASTIC,
-# *STEP, NLGEOM, *STATIC, *NODE FILE U, RF; *EL FILE S, E, PEEQ; *NODE PRINT of
-# the total reaction force of the loaded face and of one loaded node's
-# displacement: the print requests of the ``calculix`` workload's deck, so the
-# proxy writes what that workload's ccx writes. ccx first removes what an
+# OMP_NUM_THREADS=1) under `strace -f`, on decks of the bar: a row of E C3D8
+# elements (E = 1, 2, 5, 10, 20; 4 (E + 1) nodes), *PLASTIC, *STEP, NLGEOM,
+# *STATIC, *NODE FILE U, RF; *EL FILE S, E, PEEQ; *NODE PRINT of the total
+# reaction force of the loaded face and of one loaded node's displacement, as
+# in ``fe_deck``'s deck, which the proxy writes (tests/test_fe_proxy.py runs
+# ccx on it and compares what both leave). ccx first removes what an
 # earlier run left (open O_RDWR|O_CREAT, unlink, close: .dat .frd .fcv .sta
 # .cvg .cel), keeps .dat, .sta and .cvg open for the whole run, reads the deck
 # (open, 2 reads, close), creates an empty .12d and a scratch .nam (created,
@@ -118,14 +101,11 @@ JOB = "job"
 # the mesh written with the first and nothing after (measured with E = 2, 10
 # increments).
 STDIO_BUFFER = 4096
-SECTION_NODES = 4  # nodes of a cross-section: the loaded face has these
 NAM_BYTES = 31
 STA_HEAD = (
     b"SUMMARY OF JOB INFORMATION\n"
     b"  STEP      INC     ATT  ITRS     TOT TIME     STEP TIME      INC TIME\n"
 )
-#: the abaqus model's .sta line
-STA_LINE = b"%6d%11d%6d%6d%14.6E%14.6E%14.6E\n"
 # ccx writes its .sta, .cvg and .dat lines from Fortran (writesta.f, writecvg.f, its
 # *NODE PRINT), a record a line, flushed every line (.sta, .cvg) or increment (.dat): times
 # and residuals with Ew.d (0.ddddE+xx, see fortran_e), the .dat's values with a scale
@@ -159,12 +139,6 @@ LOG_END = (202, 1480, 113)
 #: files ccx removes before it starts, in its order; those it keeps open, then
 CALCULIX_CLEARED = (".dat", ".frd", ".fcv", ".sta", ".cvg", ".cel")
 CALCULIX_KEPT = (".dat", ".sta", ".cvg")
-#: what the abaqus model's .sta and .msg add per increment at most, for the space estimate
-TEXT_BYTES_PER_INCREMENT = 2048
-#: its pre-processor files, in the order they are added when ``files`` allows
-EXTRA_SUFFIXES = (".com", ".dat", ".prt", ".mdl", ".stt")
-#: the abaqus model's field-output frame: tag, increment number, time, force, 8 bytes reserved
-FRAME_HEADER = struct.Struct("<4sIdd8x")
 #: the file calls an evaluation counts
 CALLS = ("open", "read", "write", "lseek", "fstat", "fsync", "close", "unlink")
 RDWR_CREATE = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -175,19 +149,8 @@ READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 class Output:
     """What an evaluation writes, and how hard it pushes it to the device."""
 
-    model: str = "calculix"
     fsync: str = "none"
     frd_every: int = 1
-    increment_bytes: int = 16 * 1024
-    model_bytes: int = 512 * 1024
-    restart_interval: int = 10
-    restart_bytes: int = 256 * 1024
-    files: int = 10
-
-    @property
-    def core_files(self) -> int:
-        """The abaqus model's .inp, .msg, .sta, .odb, and .res when restarts are written."""
-        return 4 + (1 if self.restart_interval > 0 else 0)
 
 
 @dataclass(frozen=True)
@@ -212,24 +175,10 @@ def settings(params: dict) -> Settings:
         max_strain=float(p["max_strain"]),
         tolerance=float(p["tolerance"]),
     )
-    output = Output(
-        model=p["output_model"],
-        fsync=p["fsync"],
-        frd_every=p["frd_every"],
-        increment_bytes=parse_size(p["increment_bytes"]),
-        model_bytes=parse_size(p["model_bytes"]),
-        restart_interval=p["restart_interval"],
-        restart_bytes=parse_size(p["restart_bytes"]),
-        files=p["files"],
-    )
+    output = Output(fsync=p["fsync"], frd_every=p["frd_every"])
     return Settings(
         cores=p["cores"],
-        ga=ga.Settings(
-            population=p["population"],
-            generations=p["generations"],
-            elite=p["elite"],
-            seed=p["seed"],
-        ),
+        ga=fe_optimisation.ga_settings(p),
         bar=bar,
         output=output,
         noise=float(p["noise"]),
@@ -239,132 +188,24 @@ def settings(params: dict) -> Settings:
     )
 
 
-def check_params(params: dict) -> None:
-    """The rules the schema cannot state: elite below population; one model's parameters."""
-    if params["elite"] >= params["population"]:
-        raise ValueError(
-            f"elite must be smaller than population (got {params['elite']} >= "
-            f"{params['population']})"
-        )
-    defaults = schema_defaults("fe_proxy")
-    for model, names in ONLY.items():
-        if params["output_model"] == model:
-            continue
-        for name in names:
-            value, default = params[name], defaults[name]
-            if name.endswith("_bytes"):
-                value, default = parse_size(value), parse_size(default)
-            if value != default:
-                raise ValueError(
-                    f"{name} applies to output_model {model} only (got {name} {params[name]!r} "
-                    f"with output_model {params['output_model']})"
-                )
-
-
-def threads(params: dict) -> int:
-    """One worker process per core: the job asks the scheduler for ``cores`` threads."""
-    return int(params["cores"])
-
-
 def evaluation_bytes(output: Output, bar: fe_model.Bar) -> int:
     """An upper estimate of what one evaluation has on the tier at its end."""
-    deck = len(deck_model(bar)) + 2048
+    shared = fe_deck.Deck(fe_deck.Model.of(bar, output.frd_every))
+    deck = len(shared.mesh) + len(shared.step) + 2048  # the heading and material: at most 2 KiB
     n = bar.increments
-    if output.model == "calculix":
-        iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
-        outputs = n // output.frd_every if output.frd_every else 0
-        frd_bytes = frd.header_bytes() + frd.mesh_bytes(bar.elements)
-        frd_bytes += outputs * frd.results_bytes(bar.elements)
-        text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
-        log = LOG_BANNER + LOG_FIRST + LOG_INCREMENT * n + LOG_ITERATION * iterations
-        return deck + frd_bytes + len(frd.END) + DAT_BYTES * n + text + log + sum(LOG_END)
-    frame = _frame_bytes(bar.elements)
-    restart = max(output.restart_bytes, frame) if output.restart_interval else 0
-    per_increment = max(output.increment_bytes, frame) + TEXT_BYTES_PER_INCREMENT
-    return output.model_bytes + deck + restart + n * per_increment
+    iterations = n * (bar.max_iterations + 1) * (bar.max_cutbacks + 1)
+    outputs = n // output.frd_every if output.frd_every else 0
+    frd_bytes = frd.header_bytes() + frd.mesh_bytes(bar.elements)
+    frd_bytes += outputs * frd.results_bytes(bar.elements)
+    text = len(STA_HEAD) + 72 * n + len(CVG_HEAD) + 82 * iterations
+    log = LOG_BANNER + LOG_FIRST + LOG_INCREMENT * n + LOG_ITERATION * iterations
+    return deck + frd_bytes + len(frd.END) + DAT_BYTES * n + text + log + sum(LOG_END)
 
 
 def planned_bytes(params: dict) -> int:
     """Bytes on the tier at once: one evaluation per worker, each deleted when done."""
     config = settings(params)
     return config.cores * evaluation_bytes(config.output, config.bar)
-
-
-# ---------------------------------------------------------------- the input deck
-
-#: the material's parameters, in the order the deck lists them
-MATERIAL_FIELDS = tuple(f.name for f in fields(fe_model.Material))
-#: plastic strains of the deck's *PLASTIC table
-PLASTIC_STRAINS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
-
-
-def input_deck(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
-    """The deck of one evaluation: what differs between evaluations, then the mesh and step."""
-    return deck_head(label, bar, material) + deck_model(bar)
-
-
-def deck_head(label: str, bar: fe_model.Bar, material: fe_model.Material) -> str:
-    """Heading, the fitted parameters (read back by the solver) and the material."""
-    stresses = material.yield_stress(np.array(PLASTIC_STRAINS)).tolist()  # floats format faster
-    table = zip(stresses, PLASTIC_STRAINS, strict=True)
-    return "".join(
-        [
-            f"*HEADING\ntierbench fe_proxy {label}: tapered elasto-plastic bar, "
-            f"{bar.elements} C3D8 elements\n** PARAMETERS\n",
-            *(f"** {name} = {getattr(material, name):.12e}\n" for name in MATERIAL_FIELDS),
-            f"*MATERIAL, NAME=STEEL\n*ELASTIC\n{material.E:.6e}, 0.3\n*PLASTIC\n",
-            *(f"{stress:.6e}, {strain:.6e}\n" for stress, strain in table),
-        ]
-    )
-
-
-def deck_model(bar: fe_model.Bar, frd_every: int = 1) -> str:
-    """The mesh (a row of C3D8 elements, square sections tapering as the bar's), the step."""
-    mesh = frd.Mesh(bar)
-    nodes = [f"{i}, {x:.6f}, {y:.6f}, {z:.6f}" for i, (x, y, z) in enumerate(mesh.coordinates, 1)]
-    elements = [", ".join(map(str, element)) for element in mesh.connectivity()]
-    tip, step = 4 * bar.elements, 1 / bar.increments
-    peak = "1., 0." if not bar.unload else "0.5, 1., 1., 0."
-    lines = [
-        "*NODE, NSET=NALL",
-        *nodes,
-        "*ELEMENT, TYPE=C3D8, ELSET=EALL",
-        *elements,
-        "*NSET, NSET=FIX\n1, 2, 3, 4",
-        f"*NSET, NSET=LOAD\n{tip + 1}, {tip + 2}, {tip + 3}, {tip + 4}",
-        f"*NSET, NSET=TIP\n{tip + 3}",
-        "*SOLID SECTION, ELSET=EALL, MATERIAL=STEEL",
-        f"*AMPLITUDE, NAME=PULL\n0., 0., {peak}",
-        "*BOUNDARY\nFIX, 1, 1\n1, 2, 3\n2, 3, 3\n4, 2, 2",
-        f"*STEP, NLGEOM, INC={bar.increments * 2**bar.max_cutbacks}",
-        # increments of 1 / increments, cut back as the proxy's solver does when needed
-        f"*STATIC\n{step:.12g}, 1.0, {step / 2**bar.max_cutbacks:.12g}, {step:.12g}",
-        f"*BOUNDARY, AMPLITUDE=PULL\nLOAD, 1, 1, {bar.max_strain * bar.length:.6f}",
-        # the calculix workload's print requests: the loaded face's total force, one node's U
-        "*NODE PRINT, NSET=LOAD, TOTALS=ONLY\nRF",
-        "*NODE PRINT, NSET=TIP\nU",
-        *(
-            [f"*NODE FILE, FREQUENCY={frd_every}\nU, RF", f"*EL FILE, FREQUENCY={frd_every}"]
-            + ["S, E, PEEQ"]
-            if frd_every
-            else []
-        ),
-        "*END STEP",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def read_parameters(deck: str) -> fe_model.Material:
-    """The ** PARAMETERS block of a deck, as the solver's material."""
-    values, inside = {}, False
-    for line in deck.splitlines():
-        if inside and not line.startswith("** "):
-            break  # the block has ended
-        if inside:
-            name, _, value = line[3:].partition("=")
-            values[name.strip()] = float(value)
-        inside = inside or line.rstrip() == "** PARAMETERS"
-    return fe_model.Material(**values)
 
 
 # ---------------------------------------------------------------- the evaluation folder
@@ -524,8 +365,8 @@ class CalculixLayout:
     @classmethod
     def of(cls, bar: fe_model.Bar) -> CalculixLayout:
         return cls(
-            frd_writer=frd.Writer(frd.Mesh(bar), material="STEEL"),
-            tip=SECTION_NODES * bar.elements + 3,  # the calculix workload's TIP
+            frd_writer=frd.Writer(frd.Mesh(bar), material=fe_deck.MATERIAL),
+            tip=fe_deck.Model.of(bar).tip,  # the node whose displacement the deck prints
             nam=_text_block(NAM_BYTES),
             log_banner=_text_block(LOG_BANNER),
             log_first=_text_block(LOG_FIRST),
@@ -556,8 +397,9 @@ class CalculixOutput:
         # per increment: spooles.out and .frd reopens, fstats, writes, bytes, fsyncs
         self.reopened = self.stats = self.writes = self.written = self.synced = 0
 
-    def start(self, deck: str) -> bytes:
-        """ccx's start: its log created, old files cleared, the kept ones opened, ``deck`` read."""
+    def start(self, deck: str) -> None:
+        """ccx's start: its log created, old files cleared, the kept ones opened, ``deck`` read
+        (its heading goes into the .frd)."""
         disk, layout = self.disk, self.layout
         name = {s: disk.path(JOB + s) for s in (*CALCULIX_CLEARED, ".12d", ".nam", ".log")}
         path = {s: disk.target(name[s]) for s in name}
@@ -593,7 +435,6 @@ class CalculixOutput:
         self._append_frd(layout.frd_writer.head(text.split(b"\n", 2)[1].strip()), sync=False)
         disk.account(time.perf_counter() - start, NAM_BYTES, open=2, fstat=1, write=1, close=2)
         disk.created(name[".12d"], name[".frd"], disk.path("spooles.out"))
-        return text
 
     def _append_frd(self, text: bytes, sync: bool) -> None:
         """Reopen .frd for append (fopen "a": open, lseek), write ``text`` as a 4096-byte
@@ -702,10 +543,9 @@ class CalculixOutput:
         )  # fmt: skip
         self.reopened = self.stats = self.writes = self.written = self.synced = 0
 
-    def finish(self, message: str) -> None:
+    def finish(self) -> None:
         """ccx's end: .dat, .sta, .cvg closed (fsync'd with ``end``), the .frd's last line, the
-        log's last writes (its size, not ``message``: ccx's words are not modelled)."""
-        del message
+        log's last writes (by their sizes: ccx's words are not modelled)."""
         end = self.disk.fsync == "end"
         last, summary, total_time = self.layout.log_end
         start = time.perf_counter()
@@ -740,119 +580,6 @@ class CalculixOutput:
         self._tally()
 
 
-# ---------------------------------------------------------------- abaqus output
-
-
-def _frame_bytes(elements: int) -> int:
-    """Bytes of the real field data of one .odb frame: header, U, S, LE, PE, PEEQ."""
-    return FRAME_HEADER.size + 8 * ((elements + 1) + 4 * elements)
-
-
-def _frame_parts(inc: fe_model.Increment) -> tuple:
-    """A frame as its header and its arrays (little-endian float64), written back to back."""
-    header = FRAME_HEADER.pack(b"FRM1", inc.number, inc.time, inc.force)
-    arrays = (inc.displacement, inc.stress, inc.strain, inc.plastic_strain, inc.alpha)
-    return (header, *(np.ascontiguousarray(a, dtype="<f8") for a in arrays))
-
-
-def preprocessor_files(output: Output) -> tuple[tuple[str, int], ...]:
-    """The files a pre-processor writes before the analysis, sharing ``model_bytes``."""
-    extras = output.files - output.core_files
-    names = [f"{JOB}{s}" for s in EXTRA_SUFFIXES[:extras]]
-    names += [f"{JOB}.{23 + i:03d}" for i in range(extras - len(names))]
-    if not names:  # no room for separate files: the model data opens the .odb
-        names = [f"{JOB}.odb"]
-    share, rest = divmod(output.model_bytes, len(names))
-    return tuple((name, share + (1 if i < rest else 0)) for i, name in enumerate(names))
-
-
-class AbaqusOutput:
-    """The abaqus model: .msg .sta .odb kept open and appended, .res rewritten, extra files."""
-
-    SUFFIXES = (".msg", ".sta", ".odb")
-
-    def __init__(self, disk: Disk, output: Output):
-        self.disk, self.output = disk, output
-        self.sync = output.fsync == "increment"
-        self.fds: tuple[int, ...] = ()
-        self.restart = disk.path(f"{JOB}.res")
-
-    def start(self, deck: str) -> bytes:
-        """The pre-processor's files, the kept files with their headers; returns the deck."""
-        disk = self.disk
-        for name, size in preprocessor_files(self.output):
-            disk.create(disk.path(name), (bytes(size),))
-        paths = [disk.target(disk.path(JOB + s)) for s in self.SUFFIXES]
-        start = time.perf_counter()
-        fds = []
-        try:
-            for path in paths:
-                fds.append(os.open(path, APPEND, 0o666))
-        finally:
-            self.fds = tuple(fds)
-        heads = [b" ANALYSIS: NEWTON-RAPHSON, FORCE RESIDUAL TEST\n", STA_HEAD]
-        for fd, head in zip(self.fds, heads, strict=False):
-            _write(fd, head)
-        disk.account(time.perf_counter() - start, sum(map(len, heads)), open=3, write=2)
-        disk.created(*paths)
-        return disk.read(deck)
-
-    def __call__(self, inc: fe_model.Increment) -> None:
-        """The increment's .msg lines, .sta line, .odb frame, and the restart file when due."""
-        out = self.output
-        msg = [
-            f"   EQUILIBRIUM ITERATION {i:3d}: LARGEST RELATIVE RESIDUAL {r:.3E}\n"
-            for i, r in enumerate(inc.residuals)
-        ]
-        msg.append(f"   CONVERGED AFTER {inc.iterations} ITERATIONS; FORCE {inc.force:.6E} N\n")
-        text = "".join(msg).encode()
-        sta = STA_LINE % (1, inc.number, inc.attempts, inc.iterations, inc.time, inc.time,
-                          inc.time_increment)  # fmt: skip
-        frame = _frame_parts(inc)
-        size = sum(memoryview(part).nbytes for part in frame)
-        padding = bytes(max(out.increment_bytes - size, 0))
-        start = time.perf_counter()
-        msg_fd, sta_fd, odb_fd = self.fds
-        written = write_all(msg_fd, (text,)) + write_all(sta_fd, (sta,))
-        written += write_all(odb_fd, (*frame, padding))
-        if self.sync:
-            for fd in self.fds:
-                os.fsync(fd)
-        self.disk.account(time.perf_counter() - start, written, write=3, fsync=3 * self.sync)
-        if out.restart_interval and inc.number % out.restart_interval == 0:
-            padding = bytes(max(out.restart_bytes - size, 0))
-            self.disk.create(self.restart, (*frame, padding))
-
-    def finish(self, message: str) -> None:
-        """The analysis' last line in .msg and .sta; every file closed (fsync'd with ``end``)."""
-        end = self.output.fsync == "end"
-        text = (message + "\n").encode()
-        fds, self.fds = self.fds, ()
-        start, failure = time.perf_counter(), None
-        for fd, last in zip(fds, (text, text, b""), strict=True):
-            try:
-                if failure is None:
-                    if last:
-                        _write(fd, last)
-                    if end:
-                        os.fsync(fd)
-            except OSError as error:
-                failure = error
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        written = 2 * len(text) if failure is None else 0
-        self.disk.account(time.perf_counter() - start, written, write=2, fsync=3 * end, close=3)
-        if failure is not None:
-            raise failure
-
-    def close(self) -> None:
-        """After an error: close what is still open, quietly."""
-        fds, self.fds = self.fds, ()
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
 # ---------------------------------------------------------------- one evaluation
 
 _WORKER: dict = {}
@@ -868,8 +595,8 @@ def init_worker(
         bar=bar,
         output=output,
         target=target,
-        deck_model=deck_model(bar, output.frd_every).encode(),
-        layout=CalculixLayout.of(bar) if output.model == "calculix" else None,
+        deck=fe_deck.Deck(fe_deck.Model.of(bar, output.frd_every)),
+        layout=CalculixLayout.of(bar),
         baseline=None,
         units=units,
     )
@@ -877,10 +604,10 @@ def init_worker(
         _WORKER["baseline"] = without_field_output(bar, output)
 
 
-def without_field_output(bar: fe_model.Bar, output: Output) -> tuple[Output, bytes]:
-    """The output and the deck's model of the same analysis with no field output
-    (``frd_every`` 0): what a paired baseline analyses."""
-    return replace(output, frd_every=0), deck_model(bar, 0).encode()
+def without_field_output(bar: fe_model.Bar, output: Output) -> tuple[Output, fe_deck.Deck]:
+    """The output and the deck of the same analysis with no field output (``frd_every`` 0):
+    what a paired baseline analyses."""
+    return replace(output, frd_every=0), fe_deck.Deck(fe_deck.Model.of(bar, 0))
 
 
 #: the extra compute's unit: solving a dense system of the size of a solid element's
@@ -909,26 +636,19 @@ class Computing:
         self.on_increment(inc)
 
 
-def solver_output(disk: Disk, output: Output):
-    """The writer of ``output.model``'s files."""
-    if output.model == "calculix":
-        return CalculixOutput(disk, _WORKER["layout"], output.frd_every)
-    return AbaqusOutput(disk, output)
-
-
 def evaluate(task: dict) -> dict:
     """One FE analysis (and its paired baseline, with ``paired_baseline``); its record."""
     if _WORKER["baseline"] is None:
-        return analyse(task, _WORKER["output"], _WORKER["deck_model"])
+        return analyse(task, _WORKER["output"], _WORKER["deck"])
     quiet, quiet_deck = _WORKER["baseline"]
-    return ga.with_baseline(
+    return fe_optimisation.with_baseline(
         task,
-        lambda t: analyse(t, _WORKER["output"], _WORKER["deck_model"]),
+        lambda t: analyse(t, _WORKER["output"], _WORKER["deck"]),
         lambda t: analyse(t, quiet, quiet_deck),
     )
 
 
-def analyse(task: dict, output: Output, model_text: bytes) -> dict:
+def analyse(task: dict, output: Output, deck: fe_deck.Deck) -> dict:
     """One FE analysis in ``task['folder']`` (created, then deleted); returns its record.
 
     A solve that does not converge is a failed evaluation (infinite misfit, as
@@ -937,7 +657,7 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
     """
     bar, target = _WORKER["bar"], _WORKER["target"]
     label = task["label"]
-    material = replace(TRUTH, **task["parameters"])
+    material = fe_optimisation.individual(task["parameters"])
     start, cpu = time.perf_counter(), time.process_time()
     disk = Disk(task["folder"], output.fsync)
     record = {
@@ -952,20 +672,18 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
     solver = None
     try:
         disk.mkdir()
-        deck = disk.path(f"{JOB}.inp")
-        disk.create(deck, (deck_head(label, bar, material).encode(), model_text))
-        solver = solver_output(disk, output)
-        parsed = read_parameters(solver.start(deck).decode())
+        path = disk.path(f"{JOB}.inp")
+        disk.create(path, deck.parts(material, label))
+        solver = CalculixOutput(disk, _WORKER["layout"], output.frd_every)
+        solver.start(path)
         on_increment = solver
         if _WORKER.get("units"):
             on_increment = Computing(solver, _WORKER["units"], bar.increments)
         try:
-            solution = fe_model.solve(bar, parsed, on_increment)
+            solution = fe_model.solve(bar, material, on_increment)
         except fe_model.ConvergenceError as error:
-            solver.finish(f" THE ANALYSIS HAS NOT BEEN COMPLETED: {error}")
             record["error"] = str(error)
         else:
-            solver.finish(" THE ANALYSIS HAS COMPLETED SUCCESSFULLY")
             record.update(
                 ok=True,
                 misfit=fe_model.misfit(solution.force, target),
@@ -973,6 +691,7 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
                 increments=len(solution.iterations),
                 cutbacks=solution.cutbacks,
             )
+        solver.finish()
     finally:
         if solver is not None:
             solver.close()  # after an error: nothing may stay open
@@ -993,18 +712,8 @@ def analyse(task: dict, output: Output, model_text: bytes) -> dict:
 
 def target_curve(bar: fe_model.Bar, noise: float, seed: int) -> np.ndarray:
     """The 'measured' curve: the model with the true parameters, plus relative noise."""
-    force = fe_model.force_curve(bar, TRUTH)
-    if noise:
-        rng = np.random.default_rng(seed + 7919)
-        force = force + rng.normal(0.0, noise * float(np.max(np.abs(force))), force.shape)
-    return force
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    force = fe_model.force_curve(bar, fe_optimisation.TRUTH)
+    return fe_optimisation.with_noise(force, noise, seed)
 
 
 def optimise(config: Settings, root: Path, log=lambda message: None, units: int = 0) -> dict:
@@ -1012,7 +721,9 @@ def optimise(config: Settings, root: Path, log=lambda message: None, units: int 
     compute; returns the timings and every evaluation."""
     target = target_curve(config.bar, config.noise, config.ga.seed)
     worker = (init_worker, (config.bar, config.output, target, config.paired_baseline, units))
-    return ga.optimise_in_pool(BOUNDS, config.ga, config.cores, root, evaluate, worker, log=log)
+    return fe_optimisation.optimise_in_pool(
+        config.ga, config.cores, root, evaluate, worker, log=log
+    )
 
 
 def calibrate_compute(config: Settings, root: Path, target: float) -> dict:
@@ -1066,8 +777,6 @@ def application_evaluation_time(params: dict, root: Path, runs: int = 5) -> tupl
     """ccx's evaluation time at the point's model without field output: the median CPU time
     (this process's and ccx's) of ``runs`` analyses of the true material after an untimed
     one, by the calculix workload's own evaluation, in ``root``; and every run's times."""
-    from . import calculix
-
     shape = {k: params[k] for k in ("elements", "increments", "max_strain")}
     cx = calculix.settings({**shape, "cores": 1, "frd_every": 0})
     calculix.init_worker(cx.model, np.ones(cx.model.increments), cx.solver_log)  # misfit unused
@@ -1096,79 +805,18 @@ def summary_metrics(outcome: dict) -> list[dict]:
     io_sum = sum(e["io_time"] for e in evals)
     compute_sum = sum(e["compute_time"] for e in evals)
     metrics = [
-        *run_metrics(outcome),
+        *fe_optimisation.run_metrics(outcome),
         metric("eval_compute_time_median", median("compute_time"), "s"),
         metric("eval_io_time_median", median("io_time"), "s"),
         metric("eval_io_time_max", max(e["io_time"] for e in evals), "s"),
         metric("compute_time_sum", compute_sum, "s"),
         metric("io_time_sum", io_sum, "s"),
         metric("io_share", 100.0 * io_sum / max(io_sum + compute_sum, 1e-12), "%"),
-        *written_metrics(evals),
+        *fe_optimisation.written_metrics(evals),
     ]
     if ok:
         metrics.append(metric("newton_iterations_median", median("iterations", ok), "iterations"))
-    return metrics + fit_metrics(outcome)
-
-
-def run_metrics(outcome: dict) -> list[dict]:
-    """What every GA run reports, whatever evaluates an individual (fe_proxy, calculix).
-
-    The increments a solver took per evaluation are the unit the fidelity check
-    compares output per (tierbench.fidelity): ccx cuts back where the proxy does not.
-    """
-    evals = outcome["evaluations"]
-    ok = [e for e in evals if e["ok"]]
-    found = [
-        metric("wall_time", outcome["wall_time"], "s"),
-        metric("evaluations", len(evals), "evaluations"),
-        metric("failed_evaluations", len(evals) - len(ok), "evaluations"),
-        metric("eval_time_median", statistics.median(e["eval_time"] for e in evals), "s"),
-        metric("eval_cpu_time_median", statistics.median(e["cpu_time"] for e in evals), "s"),
-    ]
-    if ok:
-        increments = statistics.median(e["increments"] for e in ok)
-        found.append(metric("solver_increments_median", increments, "increments"))
-    paired = [e for e in ok if e.get("baseline")]
-    if paired:  # paired_baseline: the compute, and the output's cost per increment, in the job
-        eval_time = statistics.median(e["baseline"]["eval_time"] for e in paired)
-        found.append(metric("eval_time_baseline_median", eval_time, "s"))
-        for name, key in (("output_cost_per_increment", "cpu_time"),
-                          ("output_cost_per_increment_wall", "eval_time")):  # fmt: skip
-            cost = statistics.median(
-                (e[key] - e["baseline"][key]) / e["increments"] for e in paired
-            )
-            found.append(metric(name, cost, "s"))
-    return found
-
-
-def written_metrics(evals: list[dict]) -> list[dict]:
-    """Bytes and files the evaluations left on the tier, in all and per evaluation."""
-    return [
-        metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
-        metric("bytes_per_evaluation", statistics.median(e["bytes"] for e in evals), "B"),
-        metric("files_written", sum(e["files"] for e in evals), "files"),
-        metric("files_per_evaluation", statistics.median(e["files"] for e in evals), "files"),
-    ]
-
-
-def fit_metrics(outcome: dict) -> list[dict]:
-    """The best fit found and its error against the known truth (none when every run failed)."""
-    if not math.isfinite(outcome["best_misfit"]):
-        return []
-    metrics = [metric("best_misfit", outcome["best_misfit"], "%")]
-    for name, value in outcome["best"].items():
-        truth = getattr(TRUTH, name)
-        metrics.append(metric(f"best_{name}", value, UNITS[name]))
-        metrics.append(metric(f"error_{name}", 100.0 * (value - truth) / truth, "%"))
-    return metrics
-
-
-def _json_value(value):
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, float):
-        return round(value, 9) if math.isfinite(value) else None
-    return value
+    return metrics + fe_optimisation.fit_metrics(outcome)
 
 
 def per_evaluation(evaluations: list[dict]) -> dict:
@@ -1186,20 +834,13 @@ def run(job: Job) -> list[dict]:
     config = settings(job.params)
     if job.folder is None:
         raise PointNotApplicable("fe_proxy writes solver files; the void tier has no folder")
-    cpus = available_cpus()
-    if config.cores > cpus and not config.oversubscribe:
-        raise PointSkipped(
-            f"cores={config.cores} is more than the {cpus} CPUs this job may use; "
-            "set oversubscribe: true to run more workers than cores"
-        )
+    cpus = fe_optimisation.check_cores(config.cores, config.oversubscribe)
     job.folder.ensure_space(planned_bytes(job.params), job.max_bytes)
     note = compute_of(job, config)
     job.extra["compute"] = note
     job.log(
-        f"GA: population {config.ga.population}, {config.ga.generations} generations, "
-        f"{config.cores} workers; FE: {config.bar.elements} elements, "
-        f"{config.bar.increments} increments; output as {config.output.model}, "
-        f"fsync={config.output.fsync}; "
+        f"{fe_optimisation.describe(config.ga, config.cores)}; FE: {config.bar.elements} elements, "
+        f"{config.bar.increments} increments; CalculiX's output, fsync={config.output.fsync}; "
         f"at most {evaluation_bytes(config.output, config.bar)} B per evaluation"
     )
     outcome = optimise(config, job.folder.path, job.log, note["units"])
@@ -1209,36 +850,13 @@ def run(job: Job) -> list[dict]:
         f"{outcome['best_misfit']:.3f} %, parameters {outcome['best']}; per evaluation "
         f"{written['files']:g} files, {written['bytes']:g} B, {written['calls']['write']:g} writes"
     )
-    job.extra["truth"] = {n: getattr(TRUTH, n) for n in BOUNDS}
-    job.extra["best"] = outcome["best"]
-    job.extra["history"] = outcome["history"]
-    job.extra["cpus"] = cpus
     job.extra["per_evaluation"] = written
-    job.extra["evaluations"] = [
-        {k: _json_value(v) for k, v in e.items()} for e in outcome["evaluations"]
-    ]
+    fe_optimisation.keep_outcome(job, outcome, cpus)
     found = summary_metrics(outcome)
     found.append(metric("compute_units_per_evaluation", note["units"], "units"))
     if note["target"] is not None:
         found.append(metric("compute_target_per_evaluation", note["target"], "s"))
     return found
-
-
-def page_cache_rule(workload: str, planned: Callable[[dict], int]):
-    """fe_proxy's and calculix's rule: each evaluation's folder, written buffered and deleted
-    after it (calculix's run of a user's deck, written buffered too), its peak on the tier
-    (``planned``, the workload's planned_bytes) against the dirty limit."""
-
-    def rule(params: dict, limits: dict | None) -> dict:
-        if str(params.get("fsync", "none")) != "none":
-            return pagecache.result(
-                pagecache.DEVICE, f"{workload} fsyncs its output (fsync: {params['fsync']})"
-            )
-        whose = "its deck's run" if params.get("deck") else "the evaluations at once"
-        what = f"{workload} buffered output (no fsync) of {whose}"
-        return pagecache.buffered_write(what, int(planned(params)), limits)
-
-    return rule
 
 
 WORKLOAD = Workload(
@@ -1271,9 +889,9 @@ WORKLOAD = Workload(
     run=run,
     family="fe",
     env="fe",
-    check_params=check_params,
+    check_params=fe_optimisation.check_elite,
     planned_bytes=planned_bytes,
     creates_files=True,
-    threads=threads,
-    page_cache=page_cache_rule("fe_proxy", planned_bytes),
+    threads=fe_optimisation.threads,
+    page_cache=fe_optimisation.page_cache_rule("fe_proxy", planned_bytes),
 )  # fmt: skip

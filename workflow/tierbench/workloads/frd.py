@@ -31,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import fe_model
+from . import fe_deck, fe_model
 
 #: ccx 2.20 as Debian builds it, in its header
 VERSION = b"Version 2.20"
@@ -60,10 +60,6 @@ BLOCKS = (
 )  # fmt: skip
 #: values per node of each block (ALL is a line of the header, not a value)
 COMPONENTS = tuple(len([c for c in lines if not c.startswith("ALL")]) for _, lines in BLOCKS)
-#: the corners of a section, as the decks number them: (y, z) in units of the side
-CORNERS = ((0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 1.0))
-#: a C3D8 element's nodes, as offsets from 4 e (its first section's node before the first)
-ELEMENT_NODES = (1, 5, 6, 2, 4, 8, 7, 3)
 
 
 def header_bytes() -> int:
@@ -96,13 +92,13 @@ def time_text(value: float) -> bytes:
 
 @dataclass(frozen=True)
 class Mesh:
-    """The deck's C3D8 view of the bar: 4 nodes per section, numbered 4 i + k + 1."""
+    """The C3D8 view of the bar in its deck (``fe_deck``): 4 nodes per section, 4 i + k + 1."""
 
     bar: fe_model.Bar
 
     @cached_property
     def sides(self) -> np.ndarray:
-        """The square section's side at each section (the decks' geometry)."""
+        """The square section's side at each section (the deck's geometry)."""
         bar = self.bar
         return np.sqrt(bar.area * (1.0 - bar.taper * bar.nodes / bar.length))
 
@@ -113,7 +109,7 @@ class Mesh:
     @cached_property
     def coordinates(self) -> np.ndarray:
         """(nodes, 3): x, y, z of every node."""
-        corners = np.array(CORNERS)
+        corners = np.array(fe_deck.CORNERS)
         yz = self.sides[:, None, None] * corners[None, :, :]
         x = np.repeat(self.bar.nodes, 4)
         return np.column_stack([x, yz.reshape(-1, 2)])
@@ -131,7 +127,7 @@ class Mesh:
 
     def connectivity(self) -> list[tuple[int, ...]]:
         """Every element's number and nodes, as the deck lists them."""
-        return [(e + 1, *(4 * e + k for k in ELEMENT_NODES)) for e in range(self.bar.elements)]
+        return fe_deck.connectivity(self.bar.elements)
 
 
 class Sections:

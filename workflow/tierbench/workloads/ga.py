@@ -16,11 +16,8 @@ the evaluations are deterministic, however they are scheduled.
 
 from __future__ import annotations
 
-import multiprocessing
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -145,81 +142,3 @@ def survivors(population, fitness, children, child_fitness, elite: int):
         np.concatenate([population[keep], children[best_children]]),
         np.concatenate([fitness[keep], child_fitness[best_children]]),
     )
-
-
-def optimise_in_pool(
-    bounds: dict[str, tuple[float, float]],
-    settings: Settings,
-    cores: int,
-    root: Path,
-    evaluate: Callable[[dict], dict],
-    worker: tuple[Callable, tuple],
-    noun: str = "evaluations",
-    log: Callable[[str], None] = lambda message: None,
-) -> dict:
-    """The GA with each generation's evaluations spread over ``cores`` forked workers.
-
-    ``evaluate`` gets a task (its own ``folder`` under ``root``, a ``label``, the
-    ``parameters`` by name) and returns a dict with at least ``ok`` and
-    ``misfit``; ``worker`` is the pool's (initializer, initargs). Both FE
-    workloads share this driver, so their GA runs are the same whatever
-    evaluates an individual. Returns the wall time, every evaluation, the best
-    parameters by name and the best misfit after each generation.
-    """
-    names = list(bounds)
-    low = [bounds[n][0] for n in names]
-    high = [bounds[n][1] for n in names]
-    evaluations: list[dict] = []
-    initializer, initargs = worker
-    start = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(cores, initializer, initargs) as pool:
-
-        def batch(rows: np.ndarray, generation: int) -> list[float]:
-            tasks = [
-                {
-                    "folder": str(root / f"g{generation + 1:02d}-e{i + 1:03d}"),
-                    "label": f"g{generation + 1:02d}-e{i + 1:03d}",
-                    "parameters": {n: float(v) for n, v in zip(names, row, strict=True)},
-                }
-                for i, row in enumerate(rows)
-            ]
-            began = time.perf_counter()
-            done = pool.map(evaluate, tasks, chunksize=1)
-            evaluations.extend(done)
-            failed = sum(not r["ok"] for r in done)
-            log(
-                f"generation {generation + 1}/{settings.generations}: {len(done)} {noun} "
-                f"on {cores} workers in {time.perf_counter() - began:.2f} s, "
-                f"best misfit {min(r['misfit'] for r in done):.3f} %, {failed} failed"
-            )
-            return [r["misfit"] for r in done]
-
-        result = optimise(batch, low, high, settings)
-    return {
-        "wall_time": time.perf_counter() - start,
-        "evaluations": evaluations,
-        "best": dict(zip(names, (float(v) for v in result.best), strict=True)),
-        "best_misfit": result.best_fitness,
-        "history": result.history,
-    }
-
-
-def with_baseline(
-    task: dict, measured: Callable[[dict], dict], baseline: Callable[[dict], dict]
-) -> dict:
-    """An evaluation and its baseline (the same analysis without field output, in the
-    evaluation's folder + ``-baseline``) back to back, the order alternating with the
-    evaluation's number: the evaluation's record, with the baseline's times, increments and
-    bytes under ``baseline`` (None when the baseline failed).
-
-    Both see the same state of the machine, which two jobs minutes apart do not: the
-    difference is what the output costs (``paired_baseline`` of both FE workloads).
-    """
-    odd = int(task["label"][-3:]) % 2
-    quiet_task = {**task, "folder": task["folder"] + "-baseline"}
-    runs = ((measured, task), (baseline, quiet_task))
-    done = [run(t) for run, t in (runs if odd else runs[::-1])]
-    record, quiet = (done[0], done[1]) if odd else (done[1], done[0])
-    keep = ("cpu_time", "eval_time", "increments", "bytes")
-    record["baseline"] = {k: quiet[k] for k in keep} if quiet.get("ok") else None
-    return record
