@@ -30,6 +30,7 @@ pipeline:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -105,10 +106,6 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
         f"hardware={HARDWARE}",
         "repetitions=1",
         "warmup=False",
-        # two benchmarks at once: the test checks the plumbing, not the numbers,
-        # and the default bench=1 would take minutes
-        "--resources",
-        "bench=2",
     )
     elapsed = time.monotonic() - started
     assert "has been submitted with SLURM jobid" in done.stdout + done.stderr
@@ -132,6 +129,15 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
         # the record's node is the node Slurm ran the job on
         (host,) = set(runs.loc[runs["slurm_job_id"] == job_id, "host"])
         assert job["NodeList"] == host, (job_id, job["NodeList"], host)
+    # one benchmark at a time, kept apart by Slurm's queue, not by Snakemake: jobs were
+    # submitted while earlier ones still ran, and no two jobs' run times overlap
+    times = sorted(
+        (job["StartTime"], job["EndTime"], job["SubmitTime"])
+        for job in (slurm_job(slurm, i) for i in ids)
+    )
+    pairs = list(itertools.pairwise(times))
+    assert all(start >= end for (_, end, _), (start, _, _) in pairs), times
+    assert any(submitted < end for (_, end, _), (_, _, submitted) in pairs), times
 
     raw = root / f"results/{HARDWARE}/default/raw/fio"
     for record in (json.loads(path.read_text()) for path in raw.rglob("rep1.json")):
@@ -310,8 +316,6 @@ def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
         "scale=smoke",
         f"hardware={HARDWARE}",
         "repetitions=1",
-        "--resources",
-        "bench=2",
         timeout=900,
     )
     elapsed = time.monotonic() - started

@@ -351,21 +351,14 @@ def executor_name():
     return plugin.name if plugin is not None else None
 
 
-def bench_slots(workload):
-    """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = side by side.
+@per_job
+def bench_slots(wildcards):
+    """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = left to
+    Slurm, which keeps apart the jobs that must not overlap (bench_slurm_extra).
 
-    Only `exclusive: true` lets it depend on the executor and the tier;
-    otherwise it is 1 for every job, and a number spares a call per job.
+    A function: the executor is known only once the workflow is parsed.
     """
-    if not config.get("exclusive"):
-        return 1
-
-    @per_job
-    def slots(wildcards):
-        tier = TIERS[point_of(wildcards, workload).tier]
-        return cluster.bench_slots(executor_name(), bool(config.get("exclusive")), tier)
-
-    return slots
+    return cluster.bench_slots(executor_name())
 
 
 def bench_threads(workload):
@@ -456,8 +449,22 @@ def bench_mem_mb_per_cpu(workload):
     return mem_mb_per_cpu
 
 
-#: Resource `slurm_extra`: whole nodes for benchmark jobs with `exclusive: true`.
-BENCH_SLURM_EXTRA = cluster.slurm_extra(bool(config.get("exclusive")))
+def bench_slurm_extra(workload):
+    """Resource `slurm_extra`: whole nodes with `exclusive: true`, and one benchmark at a time
+    unless its nodes are exclusive and its tier node-local (tierbench.cluster.one_at_a_time).
+
+    A function: the executor is known only once the workflow is parsed.
+    """
+    exclusive = bool(config.get("exclusive"))
+
+    @per_job
+    def extra(wildcards):
+        if not cluster.on_slurm(executor_name()):
+            return cluster.slurm_extra(exclusive)
+        tier = TIERS[point_of(wildcards, workload).tier] if exclusive else {}
+        return cluster.slurm_extra(exclusive, cluster.one_at_a_time(exclusive, tier))
+
+    return extra
 
 
 @per_job
@@ -533,10 +540,10 @@ def benchmark_resources(workload):
     """
     name = workload.name
     common = {
-        "bench": bench_slots(name),
+        "bench": bench_slots,
         "runtime": bench_runtime(name),
         "slurm_partition": SLURM_PARTITION,
-        "slurm_extra": BENCH_SLURM_EXTRA,
+        "slurm_extra": bench_slurm_extra(name),
     }
     if workload.mpi:
         return {

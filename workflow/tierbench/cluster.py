@@ -93,23 +93,39 @@ def memory_mb(planned_bytes: int, extra_mb: float = 0, node_memory_bytes: int | 
     return max(BASE_MEM_MB // 2, math.ceil(wanted))
 
 
-def slurm_extra(exclusive: bool) -> str:
-    """Options the plugin has no resource for: whole nodes for benchmark jobs."""
-    return "--exclusive" if exclusive else ""
+#: Slurm starts a job with this dependency only when every earlier job of the same name and
+#: user has ended; the plugin names every job of a run alike (its run id)
+ONE_AT_A_TIME = "--dependency=singleton"
 
 
-def bench_slots(executor: str | None, exclusive: bool, tier: dict) -> int:
+def one_at_a_time(exclusive: bool, tier: dict) -> bool:
+    """Must this benchmark run alone? Yes where jobs may share nodes, or where the tier is
+    shared between nodes (NFS, Lustre: two benchmarks on different nodes still meet on the
+    file system); only exclusive nodes with a node-local tier let benchmarks run side by side.
+    """
+    return not exclusive or tier.get("shared", False)
+
+
+def slurm_extra(exclusive: bool, alone: bool = False) -> str:
+    """Options the plugin has no resource for: whole nodes, and one benchmark at a time.
+
+    Under Slurm the queue itself keeps benchmarks apart (``ONE_AT_A_TIME``): Snakemake
+    submits them all and the next starts the moment one ends. Held back by Snakemake's
+    ``bench`` resource instead, each would wait for the plugin's next status check, which
+    backs off by 10 s per check up to 180 s: on a study of short jobs that was a third of
+    the wall time.
+    """
+    options = (["--exclusive"] if exclusive else []) + ([ONE_AT_A_TIME] if alone else [])
+    return " ".join(options)
+
+
+def bench_slots(executor: str | None) -> int:
     """How much of the global ``bench`` resource (capped at 1) a benchmark job takes.
 
-    1 means one benchmark at a time, the rule on a workstation, and on a
-    cluster when jobs may share nodes or the tier is shared between nodes
-    (NFS, Lustre: two benchmarks on different nodes still meet on the file
-    system). 0 lets jobs run side by side, which is safe only on exclusive
-    nodes with a node-local tier.
+    1, one benchmark at a time, on a workstation; 0 under Slurm, whose queue keeps apart
+    the jobs that must not overlap (:func:`slurm_extra`).
     """
-    if on_slurm(executor) and exclusive and not tier.get("shared", False):
-        return 0
-    return 1
+    return 0 if on_slurm(executor) else 1
 
 
 def _ask_slurm(command: list[str]) -> str | None:
