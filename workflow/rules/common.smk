@@ -206,6 +206,19 @@ def traced_records(wildcards):
     )
 
 
+def fidelity_of(wildcards):
+    """A study's fidelity.json where it runs a proxy beside its application; else none."""
+    if holds_a_pair(wildcards.study):
+        return [f"{OUT}/{wildcards.study}/fidelity.json"]
+    return []
+
+
+def paper_of(study):
+    """What a paper study's verdicts judge: its document and the lessons its file declares."""
+    spec = STUDIES[study]
+    return {"study": study, "document": spec["document"], "lessons": spec["lessons"]}
+
+
 def verdict_of(wildcards):
     """A paper study's verdict.json; other studies have none."""
     if STUDIES[wildcards.study].get("document"):
