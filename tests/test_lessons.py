@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import test_verdicts as synthetic
 from conftest import FIXTURES, MACHINE
-from tierbench import fidelity, matrix, reference, verdicts
+from tierbench import fidelity, matrix, plotting, reference, verdicts
+from tierbench.figures import paper as paper_figure
 from tierbench.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 # --- a made-up document, added as a paper is: its study file and its reference CSV --------
@@ -25,6 +26,7 @@ experiments:
     description: "dd of a small file to every tier"
     tiers: all
     params: {block_size: 1M, count: 4, sync: buffered}
+published_figure: {table: dd, metric: throughput, bars: [tier], title: "dd, published"}
 lessons:
   - lesson: dd writes at least twice as fast to RAM as to a disk
     tiers:
@@ -82,11 +84,18 @@ def test_a_paper_is_added_by_its_study_file_and_reference_csv_alone(pipeline, tm
         found[name] = json.loads(out.read_text())
     for data in found.values():
         assert data["document"] == "999" and len(data["verdicts"]) == 1
-    (yes,), (no,) = found["reproduces"]["verdicts"], found["does not"]["verdicts"]
+    verdict = found["reproduces"]
+    (yes,), (no,) = verdict["verdicts"], found["does not"]["verdicts"]
     assert yes["status"] == REPRODUCED and "dd shm/disk = 6.00x [" in yes["text"]
     assert no["status"] == NOT_REPRODUCED and "dd shm/disk = 1.20x [" in no["text"]
     assert yes["band"] == no["band"] == "above 2x"
     assert yes["comparisons"][0]["published"] == pytest.approx(6.0)
+    # its figure: the published table beside this run's ratio
+    figures = tmp_path / "figures"
+    paper_figure.make(verdict, str(figures), reference_csvs=pipeline.root / "config/reference")
+    (entry,) = json.loads((figures / plotting.MANIFEST).read_text())
+    assert "published dd (throughput)" in entry["caption"]
+    assert "No published rows" not in entry["caption"]
 
 
 def test_a_lesson_on_a_disk_the_page_cache_absorbed_is_inconclusive(tmp_path):
@@ -288,6 +297,6 @@ def test_synthetic_studies_keep_their_recorded_verdicts(case):
 def test_empty_summaries_of_every_paper_are_inconclusive():
     empty = pd.DataFrame(columns=["experiment", "workload", "tier", "tier_class", "metric",
                                   "status", "median"])  # fmt: skip
-    for paper in synthetic.PAPERS.values():
-        found = verdicts.judge(paper, empty)
+    for document in synthetic.PAPERS.values():
+        found = verdicts.judge(document, empty)
         assert found and {v.status for v in found} == {INCONCLUSIVE}

@@ -214,9 +214,11 @@ def fidelity_of(wildcards):
 
 
 def paper_of(study):
-    """What a paper study's verdicts judge: its document and the lessons its file declares."""
+    """What a paper study's verdicts judge: its document and the lessons its file declares
+    (and its published figure, which the verdict carries to the paper figures)."""
     spec = STUDIES[study]
-    return {"study": study, "document": spec["document"], "lessons": spec["lessons"]}
+    keys = ("document", "lessons", "published_figure")
+    return {"study": study, **{key: spec[key] for key in keys if key in spec}}
 
 
 def verdict_of(wildcards):

@@ -45,7 +45,10 @@ def paper_studies(folder: Path = STUDIES_DIR) -> tuple[str, ...]:
 #: the `paper` target: a new document's study file joins it, no list to edit
 PAPER_STUDIES = paper_studies()
 #: Keys a study file may set; everything else in a config is global.
-STUDY_KEYS = ("study", "title", "document", "lessons", "experiments", "repetitions", "warmup")
+STUDY_KEYS = (
+    "study", "title", "document", "lessons", "published_figure", "experiments", "repetitions",
+    "warmup",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ PAGE_CACHE_NEEDS = (
     "or a file larger than the node's dirty limit"
 )
 MORE_REPETITIONS = "more repetitions"
+#: what a paper study's file gives its verdict: its lessons, and its published figure
+PAPER_KEYS = ("lessons", "published_figure")
 #: the premises on the device behind a lesson's tiers that :func:`on_page_cache` applies
 PAGE_CACHE_PREMISES = ("device_reached", "device_reached_to_refute", "device_noted")
 
@@ -625,18 +627,20 @@ def fidelity_notes(verdicts: list[Verdict], summary: pd.DataFrame, proxies: dict
 
 
 def load_paper(path: str | Path) -> dict:
-    """A paper study's document and lessons, from its study file or the pipeline's copy,
-    checked against the study schema."""
+    """A paper study's document, lessons and published figure, from its study file or the
+    pipeline's copy, checked against the study schema."""
     data = load_yaml(path)
     defs = load("config.schema.yaml")["$defs"]
+    keys = {key: {"$ref": f"#/$defs/{key}"} for key in PAPER_KEYS}
+    schema = {"$defs": defs, "type": "object", "properties": keys, "required": ["lessons"]}
     try:
-        jsonschema.validate(data.get("lessons"), {"$defs": defs, "$ref": "#/$defs/lessons"})
+        jsonschema.validate(data, schema)
     except jsonschema.ValidationError as error:
         place = "/".join(str(p) for p in error.absolute_path)
-        raise SystemExit(f"{path}: lessons/{place}: {error.message}") from None
+        raise SystemExit(f"{path}: {place}: {error.message}") from None
     if not data.get("document"):
         raise SystemExit(f"{path}: no document: only a paper study has lessons to judge")
-    return {"document": str(data["document"]), "lessons": data["lessons"]}
+    return {"document": str(data["document"]), **{k: data[k] for k in PAPER_KEYS if k in data}}
 
 
 def _read_csv(path: str, what: str) -> pd.DataFrame:
@@ -663,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
     proxies = json.loads(Path(args.fidelity).read_text()) if args.fidelity else None
     verdicts = judge(paper, summary, reference.load(args.reference), results, proxies)
     found = {"document": paper["document"], "verdicts": [asdict(v) for v in verdicts]}
+    if "published_figure" in paper:
+        found["published_figure"] = paper["published_figure"]
     Path(args.out).write_text(json.dumps(found, indent=1) + "\n")
     for verdict in verdicts:
         print(f"[{verdict.status}] {verdict.lesson}: {verdict.text}", file=sys.stderr)
