@@ -1,22 +1,14 @@
 """Does each document's lesson hold on this hardware? A verdict per lesson, with intervals.
 
-A paper study declares its document's lessons in its own file, as data
-(``lessons:``; docs/development.md, "Adding a paper"): the lesson's words, the
-ratios it rests on as selectors over the study's summary, the band each ratio
-is claimed to lie in, the published rows of the same ratio and the premise it
-needs. This one module judges every lesson of every document from that data;
-what data cannot say is a named hook (:data:`HOOKS`).
-
-Absolute numbers differ between machines, so every lesson is tested as a
-ratio measured in one run and set beside the same ratio from the document.
-Which tier is "fast" and which "slow" comes from the tier *roles* (RAM,
-local device, network: :mod:`tierbench.tiers`), never from which one measured
-faster, so each verdict can come out either way. Each ratio carries a 95%
-bootstrap interval over the repetitions (:mod:`tierbench.intervals`): a lesson
-is *reproduced* only when every interval lies in its band, *not reproduced*
-when one lies wholly outside, *within noise* otherwise, with what would decide
-it, and *inconclusive* when the run cannot test it (a tier missing, a sweep
-too small, a device the page cache absorbed), with the reason.
+A paper study declares its lessons in its own file, as data (docs/development.md,
+"Adding a paper"): each ratio's two sides as selectors over the summary, the band
+it is claimed to lie in, the published rows and the premise the lesson needs.
+One module judges them all; what data cannot say is a named hook (:data:`HOOKS`).
+Fast and slow tiers come from the tier *roles* (:mod:`tierbench.tiers`), never from
+which one measured faster, so each verdict can come out either way. A lesson is
+*reproduced* when every ratio's 95% interval lies in its band, *not reproduced*
+when one lies wholly outside, *within noise* otherwise (with what would decide it),
+and *inconclusive* when the run cannot test it (with the reason).
 
     python -m tierbench.verdicts --lessons lessons.json --summary summary.csv \\
         --results results.csv [--fidelity fidelity.json] --out verdict.json
@@ -484,17 +476,14 @@ def decided(spec: dict, claims: list[Claim]) -> Verdict:
 
 
 def on_page_cache(verdict: Verdict, kind: str | None, claims: list[Claim], device) -> Verdict:
-    """The lesson's premise about the device behind its tiers, where every device point may
-    have stayed in the page cache: it then measured the page cache, not the device.
+    """The lesson's premise on the device, where every device point may have stayed in the
+    page cache and so measured the page cache instead.
 
-    ``device_reached``: the lesson is about the device, so such points leave it
-    inconclusive whatever they show (either way, near the band's edge it would
-    come out either way from run to run).
-    ``device_reached_to_refute``: a difference seen through the page cache still
-    holds for the tier as a job sees it; only its absence, where no other claim
-    refutes the lesson, is untested, and while its interval straddles the
-    band more repetitions may yet find the difference (tierbench.adaptive).
-    ``device_noted``: the lesson holds when tiers look alike; the text says so.
+    ``device_reached``: a lesson about the device is then inconclusive, whatever it shows.
+    ``device_reached_to_refute``: a difference seen through the page cache holds for the
+    tier as a job sees it; only its absence is untested (unless another claim refutes
+    the lesson), and more repetitions may yet find it while it straddles the band.
+    ``device_noted``: a lesson that holds when tiers look alike says so.
     """
     absorbed, reason = _in_memory(device)
     if not absorbed or verdict.status == INCONCLUSIVE or kind not in PAGE_CACHE_PREMISES:
