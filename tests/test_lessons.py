@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 import test_verdicts as synthetic
-from conftest import FIXTURES, MACHINE
+from conftest import FIXTURES, MACHINE, REPO
 from tierbench import fidelity, matrix, plotting, reference, verdicts
 from tierbench.figures import paper as paper_figure
 from tierbench.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
@@ -300,3 +300,20 @@ def test_empty_summaries_of_every_paper_are_inconclusive():
     for document in synthetic.PAPERS.values():
         found = verdicts.judge(document, empty)
         assert found and {v.status for v in found} == {INCONCLUSIVE}
+
+
+def test_a_study_takes_its_document_and_lessons_from_its_own_file_only(tmp_path):
+    """Run with a paper study's config, another study file keeps its own document, lessons
+    and figure, and a study without a document stays no paper study."""
+    studies = REPO / "config" / "studies"
+    running = {**matrix.load_yaml(REPO / "config/config.yaml")}
+    running |= matrix.load_yaml(studies / "cfd_dcpmm.yaml")
+    made_up = tmp_path / "made_up.yaml"
+    made_up.write_text(MADE_UP_STUDY.replace("published_figure", "# published_figure"))
+    study = matrix.load_study(made_up, running)
+    assert study["document"] == "999" and "published_figure" not in study
+    assert [lesson["lesson"] for lesson in study["lessons"]] == [
+        "dd writes at least twice as fast to RAM as to a disk"
+    ]
+    plain = matrix.load_study(studies / "proxy_fidelity.yaml", running)
+    assert not set(plain) & set(matrix.DOCUMENT_KEYS)
