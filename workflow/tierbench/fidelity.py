@@ -517,9 +517,7 @@ def output_rows(report: Report, m: Match) -> None:
     by_increment = bool(steps) and None not in steps and all(steps)
     # Where each solver took its own number of increments, bytes per evaluation follow
     # the convergence, not the output: shown here, judged per increment below.
-    decision = "" if by_increment else decide(interval)
-    if decision:
-        _judge(report, f"bytes per {unit} {where}", interval, decision)
+    decision = "" if by_increment else _judge(report, f"bytes per {unit} {where}", interval)
     note = "follows the increments each solver took (below); judged per increment"
     report.rows.append(
         row(
@@ -538,8 +536,7 @@ def output_rows(report: Report, m: Match) -> None:
     per_increment = intervals.ratio(
         _scaled(p_bytes, 1.0 / steps[0]), _scaled(r_bytes, 1.0 / steps[1])
     )
-    decision = decide(per_increment)
-    _judge(report, f"bytes per increment {where}", per_increment, decision)
+    decision = _judge(report, f"bytes per increment {where}", per_increment)
     report.rows.append(
         row(
             "output", "bytes per increment", m, report.keys, p_bytes.median / steps[0],
@@ -588,8 +585,7 @@ def compute_rows(report: Report, m: Match) -> None:
     report.compared.add(key)
     interval = intervals.ratio(p, r)
     report.computes += 1
-    decision = decide(interval)
-    _judge(report, f"{quantity} {where}", interval, decision)
+    decision = _judge(report, f"{quantity} {where}", interval)
     note = "sets the share of a step a write is, and so the tier ratio"
     report.rows.append(
         row("compute", quantity, m, report.keys, p.median, r.median, "s", interval, decision,
@@ -611,8 +607,7 @@ def cost_rows(report: Report, m: Match) -> None:
     if own and None not in own:
         interval = intervals.ratio(*own)
         report.costs += 1
-        decision = decide(interval)
-        _judge(report, f"{quantity} {where}", interval, decision)
+        decision = _judge(report, f"{quantity} {where}", interval)
         note = f"within each run ({pair.cost_metric})"
         medians = (m.proxy.median(pair.cost_metric), m.real.median(pair.cost_metric))
         report.rows.append(
@@ -641,8 +636,7 @@ def cost_rows(report: Report, m: Match) -> None:
     scale = factors["proxy"] / factors["real"]
     interval = difference_ratio(*samples, scale=scale)
     report.costs += 1
-    decision = decide(interval)
-    _judge(report, f"{quantity} {where}", interval, decision)
+    decision = _judge(report, f"{quantity} {where}", interval)
     report.rows.append(
         row(
             "I/O cost", quantity, m, report.keys, per["proxy"], per["real"], "s", interval, decision
@@ -661,7 +655,9 @@ def _per_write(point: Point, pair: Pair) -> float | None:
     return 1.0
 
 
-def _judge(report: Report, what: str, interval: intervals.Interval, decision: str) -> None:
+def _judge(report: Report, what: str, interval: intervals.Interval) -> str:
+    """A comparison's decision; what differs or is undecided is kept for the verdict."""
+    decision = decide(interval)
     report.decided += 1
     if decision == DIFFERS:
         report.differs.append(
@@ -676,6 +672,7 @@ def _judge(report: Report, what: str, interval: intervals.Interval, decision: st
         else:
             reason = interval.reason or "no interval"
         report.undecided.append(f"{what}: {reason}")
+    return decision
 
 
 def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str]) -> str:
