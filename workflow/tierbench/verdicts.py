@@ -434,8 +434,15 @@ def _needs(claims: list[Claim], hint: str = "") -> str:
     return "; ".join(parts + ([hint] if parts and hint else []))
 
 
+def _combined(outcomes: list[str]) -> str:
+    """Any claim outside its band refutes the lesson; all inside reproduce it."""
+    if NOT_REPRODUCED in outcomes:
+        return NOT_REPRODUCED
+    return REPRODUCED if all(o == REPRODUCED for o in outcomes) else WITHIN_NOISE
+
+
 def decided(spec: dict, claims: list[Claim]) -> Verdict:
-    """All claims of a lesson: any outside its band refutes it, all inside reproduce it.
+    """The verdict on a lesson's claims, in its words.
 
     A premise claim decides whether the others count: outside its band the
     lesson cannot be tested, across its edge it is undecided.
@@ -448,14 +455,7 @@ def decided(spec: dict, claims: list[Claim]) -> Verdict:
         comparisons = [claim.comparison() for claim in claims]
         unmet = f"{what}. {premise.premise['unmet']}"
         return Verdict(lesson, INCONCLUSIVE, unmet, comparisons, bands, premise.premise["needs"])
-    outcomes = [claim.outcome for claim in judged]
-    status = OUTCOMES[
-        OUTSIDE
-        if NOT_REPRODUCED in outcomes
-        else INSIDE
-        if set(outcomes) == {REPRODUCED}
-        else ACROSS
-    ]
+    status = _combined([claim.outcome for claim in judged])
     band_words = "; ".join(
         str(c.band) if len(judged) == 1 else f"{c.label} {c.band}" for c in judged
     )
