@@ -217,8 +217,10 @@ def paper_of(study):
     """What a paper study's verdicts judge: its document and the lessons its file declares
     (and its published figure, which the verdict carries to the paper figures)."""
     spec = STUDIES[study]
-    keys = ("document", "lessons", "published_figure")
-    return {"study": study, **{key: spec[key] for key in keys if key in spec}}
+    return {
+        "study": study,
+        **{key: spec[key] for key in matrix.DOCUMENT_KEYS if key in spec},
+    }
 
 
 def verdict_of(wildcards):
