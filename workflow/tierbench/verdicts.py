@@ -645,7 +645,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", required=True, help="the study's summary.csv")
     parser.add_argument("--results", required=True, help="the study's results.csv (repetitions)")
     parser.add_argument("--fidelity", help="the study's fidelity.json, where it holds a proxy")
-    parser.add_argument("--reference", default=reference.REFERENCE_DIR, help="folder of CSVs")
+    parser.add_argument(
+        "--reference", default=reference.REFERENCE_DIR, help="the published numbers' folder"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     paper = load_paper(args.lessons)
