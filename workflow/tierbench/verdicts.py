@@ -244,11 +244,10 @@ def pick_tier(rows: pd.DataFrame, spec: dict) -> str | None:
     """A tier of the first role (of a list) the rows hold: the first by name, or with
     ``pick`` the one whose single row has the highest (lowest) median."""
     roles = spec["role"] if isinstance(spec["role"], list) else [spec["role"]]
-    found = []
     for role in roles:
-        found = found or sorted(
-            rows.loc[rows["tier_class"].isin(ROLES.get(role, (role,))), "tier"].unique()
-        )
+        found = sorted(rows.loc[rows["tier_class"].isin(ROLES.get(role, (role,))), "tier"].unique())
+        if found:
+            break
     if "pick" not in spec:
         return found[0] if found else None
     singles = [rows[rows["tier"] == tier] for tier in found]
@@ -262,7 +261,7 @@ def _value(rows: pd.DataFrame, key: str, wanted, shared: list[pd.DataFrame]):
     with ``largest_shared`` the largest every tier of the ratio holds. None: there is none."""
     if wanted == "largest_shared":
         held = [set(pd.to_numeric(s[key], errors="coerce").dropna()) for s in shared]
-        found = sorted(set.intersection(*held))[-1:]
+        found = sorted(set.intersection(*held) if held else ())[-1:]
     elif wanted in ("largest", "smallest"):
         found = sorted(pd.to_numeric(rows[key], errors="coerce").dropna())
         found = found[-1:] if wanted == "largest" else found[:1]
