@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 import pytest
-from tierbench import aggregate
+from tierbench import aggregate, verdicts
 from tierbench.figures import cfd, fe, fio, paper, pv, sequential
 from tierbench.records import LEADING_COLUMNS, TRAILING_COLUMNS
 
@@ -490,10 +490,17 @@ def test_cfd_plots_every_workload_of_its_family_and_goes_without_published_rows(
     }
 
 
+#: document 001's headline table, as its study file declares it and its verdict carries it
+PUBLISHED_FIGURE = verdicts.load_paper(REFERENCE.parent / "studies" / "cfd_dcpmm.yaml")[
+    "published_figure"
+]
+
+
 def verdict(with_interval: bool) -> dict:
     ours = {"ours": 2.6, "low": 2.2, "high": 3.1} if with_interval else {"ours": 2.6}
     return {
         "document": "001",
+        "published_figure": PUBLISHED_FIGURE,
         "verdicts": [
             {
                 "lesson": "a",

@@ -4,7 +4,8 @@ import json
 
 import pandas as pd
 import pytest
-from tierbench import aggregate, verdicts
+from conftest import REPO
+from tierbench import aggregate, fidelity, matrix, verdicts
 from tierbench.verdicts import (
     INCONCLUSIVE,
     MORE_REPETITIONS,
@@ -80,9 +81,19 @@ def study(rows, spread="tight", page_cache=None):
     return results, aggregate.summarise(results, noise_threshold=0.25)
 
 
+#: every paper study's document and lessons, by document
+PAPERS = {
+    paper["document"]: paper
+    for paper in (
+        verdicts.load_paper(REPO / "config" / "studies" / f"{study}.yaml")
+        for study in matrix.PAPER_STUDIES
+    )
+}
+
+
 def judge(document, frames):
     results, summary = frames
-    return verdicts.judge(document, summary, results=results)
+    return verdicts.judge(PAPERS[document], summary, results=results)
 
 
 def statuses(document, frames):
@@ -246,7 +257,7 @@ def test_000_tiers_less_than_10x_apart_in_fio_cannot_test_it():
 def test_000_needs_both_kinds_of_tier():
     results, summary = fe(600, 3, 10, 10.5)
     keep = summary["tier"] == "shm"
-    (verdict,) = verdicts.judge("000", summary[keep], results=results)
+    (verdict,) = verdicts.judge(PAPERS["000"], summary[keep], results=results)
     assert verdict.status == INCONCLUSIVE and "device tier" in verdict.text
 
 
@@ -300,7 +311,7 @@ def test_one_repetition_is_undecided_and_says_it_needs_two():
 
 def test_without_repetitions_nothing_is_decided():
     _, summary = pv(150, 300, 1400)
-    for verdict in verdicts.judge("002", summary):
+    for verdict in verdicts.judge(PAPERS["002"], summary):
         assert verdict.status == WITHIN_NOISE and "results.csv" in verdict.needs
 
 
@@ -424,7 +435,8 @@ def test_cli_writes_intervals_bands_and_needs(tmp_path):
     results.to_csv(tmp_path / "results.csv", index=False)
     summary.to_csv(tmp_path / "summary.csv", index=False)
     out = tmp_path / "verdict.json"
-    argv = ["--document", "001", "--summary", str(tmp_path / "summary.csv")]
+    argv = ["--lessons", str(REPO / "config/studies/cfd_dcpmm.yaml")]
+    argv += ["--summary", str(tmp_path / "summary.csv")]
     argv += ["--results", str(tmp_path / "results.csv"), "--out", str(out)]
     assert verdicts.main(argv) == 0
     data = json.loads(out.read_text())
@@ -440,13 +452,14 @@ def test_cli_writes_intervals_bands_and_needs(tmp_path):
 def test_cli_names_a_file_that_is_not_a_results_table(tmp_path):
     _, summary = pv(150, 300, 1400)
     summary.to_csv(tmp_path / "summary.csv", index=False)
-    argv = ["--document", "002", "--summary", str(tmp_path / "summary.csv")]
+    argv = ["--lessons", str(REPO / "config/studies/ramdisk_macos.yaml")]
+    argv += ["--summary", str(tmp_path / "summary.csv")]
     argv += ["--results", str(tmp_path / "summary.csv"), "--out", str(tmp_path / "v.json")]
     with pytest.raises(SystemExit, match="not a results.csv: no column"):
         verdicts.main(argv)
 
 
-@pytest.mark.parametrize("document", sorted(verdicts.DOCUMENTS))
+@pytest.mark.parametrize("document", sorted(PAPERS))
 def test_empty_study_is_inconclusive_never_a_crash(document):
     results = pd.DataFrame(columns=[*verdicts.POINT_METRIC, "phase", "status", "value"])
     empty = pd.DataFrame(
@@ -489,7 +502,9 @@ def test_a_proxy_lesson_says_when_its_shapes_were_not_shown_faithful():
                 params = {"write_interval": interval, "ensemble": ensemble, "ranks": 1,
                           "file_handler": "uncollated", "cells_per_rank": 1000}  # fmt: skip
                 rows.append((workload, "single_vs_ensemble", tier, "time_per_step", value, params))
-    found = judge("001", study(rows))
+    results, summary = study(rows)
+    proxies = fidelity.fidelity(results)
+    found = verdicts.judge(PAPERS["001"], summary, results=results, proxies=proxies)
     proxy = [v for v in found if v.lesson.endswith("[cfd_proxy]")]
     real = [v for v in found if v.lesson.endswith("[openfoam]")]
     assert len(proxy) == len(real) == 3

@@ -206,6 +206,23 @@ def traced_records(wildcards):
     )
 
 
+def fidelity_of(wildcards):
+    """A study's fidelity.json where it runs a proxy beside its application; else none."""
+    if holds_a_pair(wildcards.study):
+        return [f"{OUT}/{wildcards.study}/fidelity.json"]
+    return []
+
+
+def paper_of(study):
+    """What a paper study's verdicts judge: its document and the lessons its file declares
+    (and its published figure, which the verdict carries to the paper figures)."""
+    spec = STUDIES[study]
+    return {
+        "study": study,
+        **{key: spec[key] for key in matrix.DOCUMENT_KEYS if key in spec},
+    }
+
+
 def verdict_of(wildcards):
     """A paper study's verdict.json; other studies have none."""
     if STUDIES[wildcards.study].get("document"):

@@ -1,11 +1,26 @@
 """Re-run the documents' studies: published numbers beside ours, a verdict per lesson."""
 
 
+rule lessons:
+    """The study's lessons as its file declares them: what the verdict and the adaptive step
+    judge (tierbench.verdicts)."""
+    output:
+        f"{OUT}/{{study}}/lessons.json",
+    log:
+        f"{OUT}/{{study}}/logs/lessons.log",
+    localrule: True
+    params:
+        paper=lambda wildcards: paper_of(wildcards.study),
+    run:
+        write_json(params.paper, output[0])
+
+
 checkpoint extra_repetitions:
     """After the first round of a study with a repetition range: the points an undecided
     lesson rests on, and the repetitions they get (tierbench.adaptive)."""
     input:
-        lambda wildcards: raw_records(wildcards.study),
+        lessons=f"{OUT}/{{study}}/lessons.json",
+        raw=lambda wildcards: raw_records(wildcards.study),
     output:
         f"{OUT}/{{study}}/repetitions.json",
     log:
@@ -14,18 +29,19 @@ checkpoint extra_repetitions:
     conda:
         "../../envs/python.yaml"
     params:
-        document=lambda wildcards: STUDIES[wildcards.study]["document"],
         most=lambda wildcards: matrix.repetition_bounds(STUDIES[wildcards.study])[1],
     shell:
-        "python -m tierbench.adaptive --document {params.document} --max {params.most}"
-        " --out {output} {input} 2> {log}"
+        "python -m tierbench.adaptive --lessons {input.lessons} --max {params.most}"
+        " --out {output} {input.raw} 2> {log}"
 
 
 rule verdict:
     """Each lesson of the study's document, decided on the interval of the ratio it rests on."""
     input:
+        lessons=f"{OUT}/{{study}}/lessons.json",
         summary=f"{OUT}/{{study}}/summary.csv",
         results=f"{OUT}/{{study}}/results.csv",
+        fidelity=fidelity_of,
         reference=REFERENCE_CSVS,
     output:
         f"{OUT}/{{study}}/verdict.json",
@@ -34,10 +50,14 @@ rule verdict:
     conda:
         "../../envs/python.yaml"
     params:
-        document=lambda wildcards: STUDIES[wildcards.study]["document"],
+        fidelity=lambda wildcards, input: (
+            f"--fidelity {input.fidelity}" if input.fidelity else ""
+        ),
+        reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
     shell:
-        "python -m tierbench.verdicts --document {params.document}"
-        " --summary {input.summary} --results {input.results} --out {output} 2> {log}"
+        "python -m tierbench.verdicts --lessons {input.lessons} --summary {input.summary}"
+        " --results {input.results} {params.fidelity} --reference {params.reference_dir:q}"
+        " --out {output} 2> {log}"
 
 
 rule paper_figures:

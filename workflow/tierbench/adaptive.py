@@ -8,7 +8,7 @@ for the points its ratios rest on. One round, so a job stays one repetition
 and the plan is known before the second round starts (a Snakemake
 checkpoint). A lesson still undecided at the cap says so in its verdict.
 
-    python -m tierbench.adaptive --document 001 --max 10 --out repetitions.json raw/...json
+    python -m tierbench.adaptive --lessons lessons.json --max 10 --out repetitions.json raw/...json
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ def wanting_repetitions(found: list[verdicts.Verdict]) -> list[verdicts.Verdict]
     ]
 
 
-def plan_repetitions(document: str, raw: list[str], most: int) -> dict:
+def plan_repetitions(paper: dict, raw: list[str], most: int) -> dict:
     """Per point that a straddling lesson rests on, the repetitions it gets (``most``)."""
     frame = aggregate.load_records(raw)
     summary = aggregate.summarise(frame, noise_threshold=float("inf"))
-    found = verdicts.judge(document, summary, results=frame)
+    found = verdicts.judge(paper, summary, results=frame)
     extra = wanting_repetitions(found)
     return {
-        "document": document,
+        "document": paper["document"],
         "max": most,
         "points": {point: most for v in extra for point in v.points},
         "lessons": [{"lesson": v.lesson, "needs": v.needs, "points": v.points} for v in extra],
@@ -54,12 +54,12 @@ def plan_repetitions(document: str, raw: list[str], most: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--document", required=True, choices=sorted(verdicts.DOCUMENTS))
+    parser.add_argument("--lessons", required=True, help="the study file (or lessons.json)")
     parser.add_argument("--max", type=int, required=True, help="repetitions at most per point")
     parser.add_argument("--out", required=True)
     parser.add_argument("raw", nargs="+", help="raw records of the first round")
     args = parser.parse_args(argv)
-    plan = plan_repetitions(args.document, args.raw, args.max)
+    plan = plan_repetitions(verdicts.load_paper(args.lessons), args.raw, args.max)
     Path(args.out).write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
     for lesson in plan["lessons"]:
         print(

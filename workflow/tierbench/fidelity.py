@@ -60,7 +60,9 @@ FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
     "not compared",
 )
 #: a ratio proxy/real agrees when its interval lies within this band
-BAND = (0.9, 1.1)
+BAND = intervals.Band("within", low=0.9, high=1.1)
+#: a comparison's decision, in this table's words, from where its interval lies
+DECISIONS = {intervals.INSIDE: "agrees", intervals.OUTSIDE: DIFFERS, intervals.ACROSS: WITHIN_NOISE}
 #: files or folders per writer and write differing by less than this are the same count
 COUNT_TOLERANCE = 0.5
 
@@ -364,13 +366,7 @@ def difference_ratio(
 
 def decide(interval: intervals.Interval) -> str:
     """agrees, differs or within noise: where the ratio's interval lies against the band."""
-    if not interval.known:
-        return WITHIN_NOISE
-    if BAND[0] <= interval.low and interval.high <= BAND[1]:
-        return "agrees"
-    if interval.high < BAND[0] or interval.low > BAND[1]:
-        return DIFFERS
-    return WITHIN_NOISE
+    return DECISIONS[BAND.place(interval)]
 
 
 # ------------------------------------------------------------------ the table
@@ -521,9 +517,7 @@ def output_rows(report: Report, m: Match) -> None:
     by_increment = bool(steps) and None not in steps and all(steps)
     # Where each solver took its own number of increments, bytes per evaluation follow
     # the convergence, not the output: shown here, judged per increment below.
-    decision = "" if by_increment else decide(interval)
-    if decision:
-        _judge(report, f"bytes per {unit} {where}", interval, decision)
+    decision = "" if by_increment else _judge(report, f"bytes per {unit} {where}", interval)
     note = "follows the increments each solver took (below); judged per increment"
     report.rows.append(
         row(
@@ -542,8 +536,7 @@ def output_rows(report: Report, m: Match) -> None:
     per_increment = intervals.ratio(
         _scaled(p_bytes, 1.0 / steps[0]), _scaled(r_bytes, 1.0 / steps[1])
     )
-    decision = decide(per_increment)
-    _judge(report, f"bytes per increment {where}", per_increment, decision)
+    decision = _judge(report, f"bytes per increment {where}", per_increment)
     report.rows.append(
         row(
             "output", "bytes per increment", m, report.keys, p_bytes.median / steps[0],
@@ -592,8 +585,7 @@ def compute_rows(report: Report, m: Match) -> None:
     report.compared.add(key)
     interval = intervals.ratio(p, r)
     report.computes += 1
-    decision = decide(interval)
-    _judge(report, f"{quantity} {where}", interval, decision)
+    decision = _judge(report, f"{quantity} {where}", interval)
     note = "sets the share of a step a write is, and so the tier ratio"
     report.rows.append(
         row("compute", quantity, m, report.keys, p.median, r.median, "s", interval, decision,
@@ -615,8 +607,7 @@ def cost_rows(report: Report, m: Match) -> None:
     if own and None not in own:
         interval = intervals.ratio(*own)
         report.costs += 1
-        decision = decide(interval)
-        _judge(report, f"{quantity} {where}", interval, decision)
+        decision = _judge(report, f"{quantity} {where}", interval)
         note = f"within each run ({pair.cost_metric})"
         medians = (m.proxy.median(pair.cost_metric), m.real.median(pair.cost_metric))
         report.rows.append(
@@ -645,8 +636,7 @@ def cost_rows(report: Report, m: Match) -> None:
     scale = factors["proxy"] / factors["real"]
     interval = difference_ratio(*samples, scale=scale)
     report.costs += 1
-    decision = decide(interval)
-    _judge(report, f"{quantity} {where}", interval, decision)
+    decision = _judge(report, f"{quantity} {where}", interval)
     report.rows.append(
         row(
             "I/O cost", quantity, m, report.keys, per["proxy"], per["real"], "s", interval, decision
@@ -665,19 +655,24 @@ def _per_write(point: Point, pair: Pair) -> float | None:
     return 1.0
 
 
-def _judge(report: Report, what: str, interval: intervals.Interval, decision: str) -> None:
+def _judge(report: Report, what: str, interval: intervals.Interval) -> str:
+    """A comparison's decision; what differs or is undecided is kept for the verdict."""
+    decision = decide(interval)
     report.decided += 1
     if decision == DIFFERS:
         report.differs.append(
             f"{what}: proxy / real {interval.estimate:.3f}, interval "
-            f"{_interval_text(interval)} lies outside {BAND[0]}-{BAND[1]}"
+            f"{_interval_text(interval)} lies outside {BAND.low}-{BAND.high}"
         )
     elif decision == WITHIN_NOISE:
         if interval.known:
-            reason = f"interval {_interval_text(interval)} straddles the band {BAND[0]}-{BAND[1]}"
+            reason = (
+                f"interval {_interval_text(interval)} straddles the band {BAND.low}-{BAND.high}"
+            )
         else:
             reason = interval.reason or "no interval"
         report.undecided.append(f"{what}: {reason}")
+    return decision
 
 
 def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str]) -> str:
@@ -795,7 +790,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
         return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND[0]}-{BAND[1]} "
+        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND.low}-{BAND.high} "
         "(95% intervals) at every compared point"
     ]
 
@@ -817,15 +812,15 @@ def shape_map(report: Report) -> list[dict]:
         if line["params"] and line["section"] != "system calls":  # traced runs: counts only
             groups.setdefault(tuple(line["params"].get(k, "") for k in keys), []).append(line)
     computes: dict[tuple, list[dict]] = {}
-    skip = keys.index("write_interval") if "write_interval" in keys else None
     for shape, lines in groups.items():
-        key = tuple(v for i, v in enumerate(shape) if i != skip)
-        computes.setdefault(key, []).extend(r for r in lines if r["section"] == "compute")
+        computes.setdefault(_but_interval(shape, keys), []).extend(
+            r for r in lines if r["section"] == "compute"
+        )
     found = []
     for shape, lines in groups.items():
-        key = tuple(v for i, v in enumerate(shape) if i != skip)
         judged = [r for r in lines if r["decision"]]
-        judged += [r for r in computes.get(key, []) if r["decision"] and r not in judged]
+        shared = computes.get(_but_interval(shape, keys), [])
+        judged += [r for r in shared if r["decision"] and r not in judged]
         differs = [r for r in judged if r["decision"] == DIFFERS]
         agree = {r["section"] for r in judged if r["decision"] == "agrees"}
         open_ = [r for r in judged if r["decision"] == WITHIN_NOISE]
@@ -846,6 +841,11 @@ def shape_map(report: Report) -> list[dict]:
             }
         )
     return found
+
+
+def _but_interval(shape: tuple, keys: tuple[str, ...]) -> tuple:
+    """A shape without its write interval: the shapes that share one no-write baseline."""
+    return tuple(v for k, v in zip(keys, shape, strict=True) if k != "write_interval")
 
 
 def _where_text(line: dict) -> str:
@@ -976,7 +976,7 @@ def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
     proxies = [c for pair in pairs() if (c := compare(pair, points, not_counted)) is not None]
     return {
         "study": study,
-        "band": list(BAND),
+        "band": [BAND.low, BAND.high],
         "level": intervals.LEVEL,
         "verdicts": {
             FAITHFUL: "files and folders per write match; bytes and I/O cost per write and the "

@@ -232,3 +232,45 @@ def of_medians(
         ends[1] = max(ends[1], estimate)
     reason = "" if None not in ends else "an end of the interval is not finite"
     return Interval(estimate, ends[0], ends[1], n, is_paired, reason)
+
+
+#: where an interval lies against a band: wholly inside, wholly outside, or across an edge
+INSIDE, OUTSIDE, ACROSS = "inside", "outside", "across"
+
+
+@dataclass(frozen=True)
+class Band:
+    """The values a ratio is claimed to take: above, below or between thresholds.
+
+    One band for every claim about a ratio (a lesson's, a proxy's fidelity),
+    so that an interval is placed against it the same way everywhere.
+    """
+
+    kind: str  # "greater" | "less" | "within"
+    threshold: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "greater":
+            return f"above {self.threshold:g}x"
+        if self.kind == "less":
+            return f"below {self.threshold:g}x"
+        return f"within {self.low:g}-{self.high:g}x"
+
+    def place(self, interval: Interval) -> str:
+        """INSIDE or OUTSIDE when the whole interval lies there; ACROSS when it reaches over an
+        edge, or is unknown (then nothing is known of where the ratio lies)."""
+        if not interval.known:
+            return ACROSS
+        low, high = interval.low, interval.high
+        if self.kind == "greater":
+            inside, outside = low > self.threshold, high <= self.threshold
+        elif self.kind == "less":
+            inside, outside = high < self.threshold, low >= self.threshold
+        elif self.kind == "within":
+            inside = self.low <= low and high <= self.high
+            outside = high < self.low or low > self.high
+        else:
+            raise ValueError(f"unknown band kind {self.kind!r}")
+        return INSIDE if inside else OUTSIDE if outside else ACROSS

@@ -45,7 +45,13 @@ def paper_studies(folder: Path = STUDIES_DIR) -> tuple[str, ...]:
 #: the `paper` target: a new document's study file joins it, no list to edit
 PAPER_STUDIES = paper_studies()
 #: Keys a study file may set; everything else in a config is global.
-STUDY_KEYS = ("study", "title", "document", "experiments", "repetitions", "warmup")
+STUDY_KEYS = (
+    "study", "title", "document", "lessons", "published_figure", "experiments", "repetitions",
+    "warmup",
+)  # fmt: skip
+#: what says which document a study re-runs and how it is judged: a study file's own, never
+#: the running config's (a study without them is no paper study, whatever config runs it)
+DOCUMENT_KEYS = ("document", "lessons", "published_figure")
 
 
 @dataclass(frozen=True)
@@ -215,6 +221,10 @@ def site_environment(hardware: dict) -> tuple[dict[str, str], list[str]]:
     return variables, [os.path.expanduser(folder) for folder in hardware.get("path") or []]
 
 
+def without(config: dict, keys) -> dict:
+    return {k: v for k, v in config.items() if k not in keys}
+
+
 def study_of(config: dict) -> dict:
     """The study-level part of a config (what a study file defines)."""
     return {key: config[key] for key in STUDY_KEYS if key in config}
@@ -226,8 +236,8 @@ def load_study(path: str | os.PathLike, defaults: dict) -> dict:
     unknown = set(data) - set(STUDY_KEYS) - {"scale"}
     if unknown:
         raise ConfigError(f"{path}: keys {sorted(unknown)} do not belong in a study file")
-    study = {**study_of(defaults), **study_of(data)}
-    validate_config({**defaults, **study}, str(path))
+    study = {**without(study_of(defaults), DOCUMENT_KEYS), **study_of(data)}
+    validate_config({**without(defaults, DOCUMENT_KEYS), **study}, str(path))
     return study
 
 

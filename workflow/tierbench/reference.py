@@ -1,4 +1,4 @@
-"""The numbers the five documents publish, typed from them into config/reference/*.csv.
+"""The numbers each paper study's document publishes, typed into config/reference/*.csv.
 
 Each row keeps the document's own value and unit; :func:`load` adds the value
 in tierbench's units (MB/s for throughput, s for time) so ours and theirs can

@@ -1,19 +1,17 @@
 """Does each document's lesson hold on this hardware? A verdict per lesson, with intervals.
 
-Absolute numbers differ between machines, so every lesson is tested as a
-ratio measured in one run (e.g. fio worst case RAM tier / disk tier next to
-the optimisation's wall time disk / RAM tier) and set beside the same ratio
-from the document. Which tier is "fast" and which "slow" comes from the tier
-*classes* (RAM-backed vs device-backed, :mod:`tierbench.tiers`), never from
-which one measured faster, so each verdict can come out either way.
+A paper study declares its lessons in its own file, as data (docs/development.md,
+"Adding a paper"): each ratio's two sides as selectors over the summary, the band
+it is claimed to lie in, the published rows and the premise the lesson needs.
+One module judges them all; what data cannot say is a named hook (:data:`HOOKS`).
+Fast and slow tiers come from the tier *roles* (:mod:`tierbench.tiers`), never from
+which one measured faster, so each verdict can come out either way. A lesson is
+*reproduced* when every ratio's 95% interval lies in its band, *not reproduced*
+when one lies wholly outside, *within noise* otherwise (with what would decide it),
+and *inconclusive* when the run cannot test it (with the reason).
 
-Each ratio carries a 95% bootstrap interval over the repetitions
-(:mod:`tierbench.intervals`), and each lesson states the band it claims as
-data (:class:`Band`). A lesson is *reproduced* only when the whole interval
-lies in the band, *not reproduced* only when the whole interval lies outside
-it, and *within noise* otherwise, with what would decide it. A lesson the
-run cannot test (a tier class missing, a sweep too small, a device the page
-cache absorbed) is *inconclusive*, with the reason.
+    python -m tierbench.verdicts --lessons lessons.json --summary summary.csv \\
+        --results results.csv [--fidelity fidelity.json] --out verdict.json
 """
 
 from __future__ import annotations
@@ -24,12 +22,14 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pandas as pd
 
 from . import fidelity, intervals, pagecache, reference, workloads
-from .intervals import Interval
-from .tiers import DEVICE_CLASSES, LOCAL_DEVICE_CLASSES, NETWORK_CLASSES, RAM_CLASSES
+from .intervals import ACROSS, INSIDE, OUTSIDE, Band, Interval
+from .schemas import load, load_yaml
+from .tiers import DEVICE_CLASSES, LOCAL_DEVICE, NETWORK, RAM, classes_of
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not_reproduced", "inconclusive"
 WITHIN_NOISE = "within_noise"
@@ -38,6 +38,15 @@ WORDS = {
     NOT_REPRODUCED: "not reproduced",
     WITHIN_NOISE: "within noise",
     INCONCLUSIVE: "inconclusive",
+}
+#: a claim's outcome from where its interval lies against its band
+OUTCOMES = {INSIDE: REPRODUCED, OUTSIDE: NOT_REPRODUCED, ACROSS: WITHIN_NOISE}
+#: the roles a lesson picks its tiers by; any other name is a tier class (fuse)
+ROLES = {
+    "ram": classes_of(RAM),
+    "local_device": classes_of(LOCAL_DEVICE),
+    "network": classes_of(NETWORK),
+    "device": DEVICE_CLASSES,
 }
 #: the columns that name one point's metric in results.csv and summary.csv
 POINT_METRIC = ["experiment", "workload", "tier", "point", "metric"]
@@ -48,36 +57,10 @@ PAGE_CACHE_NEEDS = (
     "or a file larger than the node's dirty limit"
 )
 MORE_REPETITIONS = "more repetitions"
-
-
-@dataclass(frozen=True)
-class Band:
-    """The values of a ratio a lesson claims: above, below or between thresholds."""
-
-    kind: str  # "greater" | "less" | "within"
-    threshold: float | None = None
-    low: float | None = None
-    high: float | None = None
-
-    def __str__(self) -> str:
-        if self.kind == "greater":
-            return f"above {self.threshold:g}x"
-        if self.kind == "less":
-            return f"below {self.threshold:g}x"
-        return f"within {self.low:g}-{self.high:g}x"
-
-    def place(self, low: float, high: float) -> str:
-        """Where the interval [low, high] lies: inside the band, outside it, or across an edge."""
-        if self.kind == "greater":
-            inside, outside = low > self.threshold, high <= self.threshold
-        elif self.kind == "less":
-            inside, outside = high < self.threshold, low >= self.threshold
-        elif self.kind == "within":
-            inside = self.low <= low and high <= self.high
-            outside = high < self.low or low > self.high
-        else:
-            raise ValueError(f"unknown band kind {self.kind!r}")
-        return REPRODUCED if inside else NOT_REPRODUCED if outside else WITHIN_NOISE
+#: what a paper study's file gives its verdict: its lessons, and its published figure
+PAPER_KEYS = ("lessons", "published_figure")
+#: the premises on the device behind a lesson's tiers that :func:`on_page_cache` applies
+PAGE_CACHE_PREMISES = ("device_reached", "device_reached_to_refute", "device_noted")
 
 
 @dataclass
@@ -111,21 +94,25 @@ class Verdict:
 
 @dataclass
 class Claim:
-    """One ratio of a lesson, its interval and the band the lesson claims for it."""
+    """One ratio of a lesson on this run: its interval, band, published value and words."""
 
     label: str
     interval: Interval
     band: Band
-    published: float | None = None
+    published: float | None
+    text: str
+    #: the summary rows it rests on
+    rows: list
+    #: this claim is the lesson's premise: its words when unmet or undecided
+    premise: dict | None = None
+    #: a ratio of ratios' two ratios, shown beside it
+    parts: list[Comparison] = field(default_factory=list)
+    #: said after the verdict: other points were taken, which reach the device
+    note: str = ""
 
     @property
     def outcome(self) -> str:
-        if not self.interval.known:
-            return WITHIN_NOISE
-        return self.band.place(self.interval.low, self.interval.high)
-
-    def shown(self) -> str:
-        return show(self.interval)
+        return OUTCOMES[self.band.place(self.interval)]
 
     def comparison(self) -> Comparison:
         return comparison(self.label, self.published, self.interval)
@@ -166,15 +153,11 @@ class Runs:
         key = tuple(str(row[c]) for c in POINT_METRIC)
         return self._samples.get(key, intervals.Sample(()))
 
-    def ratio(self, numerator: pd.Series, denominator: pd.Series) -> Interval:
-        interval = intervals.ratio(self.sample(numerator), self.sample(denominator))
-        return self._checked(interval, numerator, denominator)
-
-    def ratio_of_ratios(self, a, b, c, d) -> Interval:
-        samples = [self.sample(row) for row in (a, b, c, d)]
-        return self._checked(intervals.ratio_of_ratios(*samples), a, b, c, d)
-
-    def _checked(self, interval: Interval, *rows: pd.Series) -> Interval:
+    def ratio(self, *rows: pd.Series) -> Interval:
+        """a / b of two points' medians, or (a / b) / (c / d) of four."""
+        samples = [self.sample(row) for row in rows]
+        make = intervals.ratio if len(rows) == 2 else intervals.ratio_of_ratios
+        interval = make(*samples)
         if interval.n == 0 and not self.given:
             interval = Interval(
                 None, None, None, 0, reason="the per-repetition values (results.csv) of its points"
@@ -187,10 +170,6 @@ def point_id(row: pd.Series) -> str:
     return "/".join(str(row[key]) for key in ("workload", "experiment", "tier", "point"))
 
 
-def _ok(summary: pd.DataFrame) -> pd.DataFrame:
-    return summary[summary["status"] == "ok"]
-
-
 def matches(column: pd.Series, wanted) -> pd.Series:
     """Equality that treats 1, 1.0 and "1" alike (CSV columns mix ints, floats and text)."""
     try:
@@ -198,20 +177,6 @@ def matches(column: pd.Series, wanted) -> pd.Series:
     except (TypeError, ValueError):
         return column.astype(str) == str(wanted)
     return pd.to_numeric(column, errors="coerce") == target
-
-
-def _row(frame: pd.DataFrame, **where) -> pd.Series | None:
-    """The one summary row matching ``where``, or None (none, or several)."""
-    if any(key not in frame.columns for key in where):
-        return None
-    mask = np.ones(len(frame), dtype=bool)
-    for key, wanted in where.items():
-        mask &= matches(frame[key], wanted).to_numpy()
-    return frame.iloc[int(np.flatnonzero(mask)[0])] if mask.sum() == 1 else None
-
-
-def _tiers(frame: pd.DataFrame, classes: tuple[str, ...]) -> list[str]:
-    return sorted(frame.loc[frame["tier_class"].isin(classes), "tier"].unique())
 
 
 def _fmt(value: float | None) -> str:
@@ -232,20 +197,6 @@ def show(interval: Interval) -> str:
     return f"{estimate} [no interval: needs {interval.reason.removeprefix('needs ')}]"
 
 
-def _published(ref: pd.DataFrame, **where) -> float:
-    rows = ref
-    for key, wanted in where.items():
-        rows = rows[matches(rows[key], wanted)]
-    if len(rows) != 1:
-        raise KeyError(f"reference has {len(rows)} rows for {where}")
-    return float(rows["canonical_value"].iloc[0])
-
-
-def _missing(lesson: str, what: str) -> Verdict:
-    needs = what.removeprefix("needs ")
-    return Verdict(lesson, INCONCLUSIVE, f"Not testable in this run: {what}.", needs=needs)
-
-
 def _page_cache(row: pd.Series) -> str:
     """A row's page-cache state; a file-creating point on a network tier reached the server.
 
@@ -261,543 +212,323 @@ def _page_cache(row: pd.Series) -> str:
 def _in_memory(rows) -> tuple[bool, str]:
     """Whether every row's point may have stayed in the page cache, and the first reason."""
     rows = [r for r in rows if r is not None]
-    states = [_page_cache(r) for r in rows]
-    if not rows or any(state != IN_MEMORY for state in states):
+    if not rows or any(_page_cache(r) != IN_MEMORY for r in rows):
         return False, ""
     return True, str(rows[0].get("page_cache_reason", "") or "")
 
 
-# --- deciding --------------------------------------------------------------------------
+def _on_device(rows) -> list:
+    return [row for row in rows if row.get("tier_class") in DEVICE_CLASSES]
 
 
-def _combine(outcomes: list[str]) -> str:
-    """All claims of a lesson: any outside its band refutes it, all inside reproduce it."""
-    if NOT_REPRODUCED in outcomes:
-        return NOT_REPRODUCED
-    if all(outcome == REPRODUCED for outcome in outcomes):
-        return REPRODUCED
-    return WITHIN_NOISE
+# --- selecting: a lesson's rows, its tiers and the points of each ratio ------------------
+
+
+def select(frame: pd.DataFrame, selector: dict) -> pd.DataFrame:
+    """The rows of a selector: its workload, metric, experiment and parameter values
+    (``where``: a parameter the table has no column for does not narrow it), and with
+    ``varying`` only the experiment that varies that parameter most, where one does."""
+    rows = frame
+    wanted = {k: selector[k] for k in ("workload", "metric", "experiment") if k in selector}
+    for key, value in (wanted | (selector.get("where") or {})).items():
+        if key in rows.columns:
+            rows = rows[matches(rows[key], value)]
+    if (varying := selector.get("varying")) in rows.columns:
+        counts = rows.groupby("experiment")[varying].nunique()
+        if len(counts) and counts.max() > 1:
+            rows = rows[rows["experiment"] == counts.idxmax()]
+    return rows
+
+
+def pick_tier(rows: pd.DataFrame, spec: dict) -> str | None:
+    """A tier of the first role (of a list) the rows hold: the first by name, or with
+    ``pick`` the one whose single row has the highest (lowest) median."""
+    roles = spec["role"] if isinstance(spec["role"], list) else [spec["role"]]
+    for role in roles:
+        found = sorted(rows.loc[rows["tier_class"].isin(ROLES.get(role, (role,))), "tier"].unique())
+        if found:
+            break
+    if "pick" not in spec:
+        return found[0] if found else None
+    singles = [rows[rows["tier"] == tier] for tier in found]
+    singles = [single.iloc[0] for single in singles if len(single) == 1]
+    extreme = max if spec["pick"] == "highest" else min
+    return extreme(singles, key=lambda row: row["median"])["tier"] if singles else None
+
+
+def _value(rows: pd.DataFrame, key: str, wanted, shared: list[pd.DataFrame]):
+    """A point's parameter value: as given; the largest or smallest its tier's rows hold; or
+    with ``largest_shared`` the largest every tier of the ratio holds. None: there is none."""
+    if wanted == "largest_shared":
+        held = [set(pd.to_numeric(s[key], errors="coerce").dropna()) for s in shared]
+        found = sorted(set.intersection(*held) if held else ())[-1:]
+    elif wanted in ("largest", "smallest"):
+        found = sorted(pd.to_numeric(rows[key], errors="coerce").dropna())
+        found = found[-1:] if wanted == "largest" else found[:1]
+    else:
+        return wanted
+    number = float(found[0]) if found else None
+    return None if number is None else int(number) if number.is_integer() else number
+
+
+# --- judging -----------------------------------------------------------------------------
+
+
+class Lesson:
+    """One declared lesson against one study: its tiers, its claims, then its verdict.
+
+    ``swap`` turns a selector of the proxy's rows into one of the application's, so
+    that the same lesson is judged for both.
+    """
+
+    def __init__(self, study: Study, ref: pd.DataFrame, spec: dict, swap):
+        self.study, self.ref, self.spec, self.swap = study, ref, spec, swap
+        self.among = select(study.ok, swap(spec["tiers"]["among"]))
+        tiers = {k: v for k, v in spec["tiers"].items() if k != "among"}
+        self.tiers = {name: pick_tier(self.among, tier) for name, tier in tiers.items()}
+
+    def verdict(self) -> Verdict:
+        spec, premise = self.spec, self.spec.get("premise", {})
+        needed = {p["tier"] for c in spec["claims"] for p in _points(c) if "tier" in p}
+        if any(self.tiers[name] is None for name in needed):
+            return self.missing(spec["missing"])
+        if (hook := spec.get("hook")) and (why := HOOKS[hook](self, spec["claims"][0])):
+            return _missing(spec["lesson"], why)
+        claims = []
+        for claim_spec in spec["claims"]:
+            if (claim := self.claim(claim_spec)) is None:
+                why = claim_spec.get("missing", spec["missing"])
+                return self.missing(why.format(**self.tiers))
+            claims.append(claim)
+        device = _on_device([row for claim in claims for row in claim.rows])
+        if premise.get("kind") == "fits_page_cache":
+            for row in device:
+                if str(row.get("page_cache", "") or "") == pagecache.DEVICE:
+                    reason = row.get("page_cache_reason", "")
+                    return _missing(
+                        spec["lesson"], premise["unmet"].format(**self.tiers, reason=reason)
+                    )
+        verdict = decided(spec, claims)
+        if notes := [claim.note for claim in claims if claim.note]:
+            verdict.text += " " + " ".join(notes)
+            return verdict
+        return on_page_cache(verdict, premise.get("kind"), claims, device)
+
+    def missing(self, what: str) -> Verdict:
+        """Not testable, and why; with why its workload's points failed, if any did."""
+        summary, among = self.study.summary, self.swap(self.spec["tiers"]["among"])
+        failed = summary[
+            (summary["workload"] == among.get("workload")) & (summary["status"] != "ok")
+        ]
+        if len(failed):
+            what += f" ({'; '.join(sorted(set(failed['reason'].astype(str))))})"
+        return _missing(self.spec["lesson"], what)
+
+    def claim(self, spec: dict) -> Claim | None:
+        """A claim on this run's points; None when a point is missing.
+
+        With ``if_absorbed``, where the device points may have stayed in the
+        page cache, the points with those parameters instead when they reached it.
+        """
+        selector = self.swap(spec.get("rows") or self.spec["tiers"]["among"])
+        found = self.points(spec, select(self.study.ok, selector))
+        if found is None:
+            return None
+        name, note, other = spec.get("name", ""), "", spec.get("if_absorbed")
+        absorbed, reason = _in_memory(_on_device(found[0]))
+        if other and absorbed:
+            where = {**selector.get("where", {}), **other["where"]}
+            instead = self.points(spec, select(self.study.ok, {**selector, "where": where}))
+            if instead is not None and not _in_memory(_on_device(instead[0]))[0]:
+                found, name, note = instead, other["name"], other["note"].format(reason=reason)
+        return self.judged_claim(spec, *found, name, note)
+
+    def points(self, spec: dict, rows: pd.DataFrame) -> tuple[list, dict] | None:
+        """Each point's row and the values of its parameters; None when one is missing,
+        or when a ratio would set a point against itself."""
+        points = _points(spec)
+        shared = [rows[rows["tier"] == self.tiers[p["tier"]]] for p in points if "tier" in p]
+        found, values = [], {}
+        for point in points:
+            at = select(self.study.ok, self.swap(point["rows"])) if "rows" in point else rows
+            if "tier" in point:
+                at = at[at["tier"] == self.tiers[point["tier"]]]
+            params = {k: v for k, v in point.items() if k not in ("tier", "rows", "pick")}
+            if any(key not in at.columns for key in params):
+                return None
+            resolved = {key: _value(at, key, wanted, shared) for key, wanted in params.items()}
+            for key, value in resolved.items():
+                at = at[matches(at[key], value)] if value is not None else at[:0]
+            if point.get("pick") == "highest" and len(at):
+                at = at.loc[[at["median"].astype(float).idxmax()]]
+            if len(at) != 1:
+                return None
+            found.append(at.iloc[0])
+            values = resolved | values
+        if any(found[i].name == found[i + 1].name for i in range(0, len(found), 2)):
+            return None
+        return found, values
+
+    def judged_claim(self, spec: dict, rows: list, values: dict, name: str, note: str) -> Claim:
+        fields = {**self.tiers, **values, "name": name}
+        interval, parts = self.study.runs.ratio(*rows), []
+        if "ratio" in spec:
+            value = self.published(spec["published"])
+        else:
+            sides = [self.published(s) if isinstance(s, list) else s for s in spec["published"]]
+            value = sides[0] / sides[1]
+            ratios = [self.study.runs.ratio(*rows[:2]), self.study.runs.ratio(*rows[2:])]
+            parts = [
+                comparison(*shown) for shown in zip(spec["labels"], sides, ratios, strict=True)
+            ]
+            fields |= {"upper": show(ratios[0]), "lower": show(ratios[1])}
+            fields |= {"published_upper": _fmt(sides[0]), "published_lower": _fmt(sides[1])}
+        label = spec["label"].format(**fields)
+        fields |= {"ours": show(interval), "published": _fmt(value)}
+        text = spec["text"].format(**fields)
+        return Claim(
+            label, interval, band(spec["band"]), value, text, rows, spec.get("premise"), parts, note
+        )
+
+    def published(self, pair: list[dict]) -> float:
+        """The published ratio: the median of each side's reference rows, one over the other."""
+        sides = []
+        for where in pair:
+            rows = self.ref
+            for key, wanted in where.items():
+                rows = rows[matches(rows[key], wanted)]
+            if rows.empty:
+                raise KeyError(f"the reference has no row for {where}")
+            sides.append(float(rows["canonical_value"].median()))
+        return sides[0] / sides[1]
+
+
+def _points(spec: dict) -> list[dict]:
+    pairs = [spec["ratio"]] if "ratio" in spec else spec["ratio_of_ratios"]
+    return [point for pair in pairs for point in pair]
+
+
+def band(spec: dict) -> Band:
+    """A band as a lesson declares it: ``{greater: x}``, ``{less: x}``, ``{within: [a, b]}``."""
+    ((kind, value),) = spec.items()
+    return Band(kind, low=value[0], high=value[1]) if kind == "within" else Band(kind, value)
+
+
+def _missing(lesson: str, what: str) -> Verdict:
+    needs = what.removeprefix("needs ")
+    return Verdict(lesson, INCONCLUSIVE, f"Not testable in this run: {what}.", needs=needs)
 
 
 def _needs(claims: list[Claim], hint: str = "") -> str:
     """What would decide the undecided claims."""
     parts = []
-    for claim in claims:
-        if claim.outcome != WITHIN_NOISE:
-            continue
+    for claim in (c for c in claims if c.outcome == WITHIN_NOISE):
         if not claim.interval.known:
             parts.append(f"{claim.label}: {claim.interval.reason.removeprefix('needs ')}")
         else:
             parts.append(
-                f"{MORE_REPETITIONS}: {claim.label} {claim.shown()} reaches across "
+                f"{MORE_REPETITIONS}: {claim.label} {show(claim.interval)} reaches across "
                 f"the edge of the band ({claim.band})"
             )
     return "; ".join(parts + ([hint] if parts and hint else []))
 
 
-def _judged(lesson: str, claims: list[Claim], what: str, extra=(), hint: str = "") -> Verdict:
-    """A verdict from a lesson's claims: the text ``what`` gets the outcome appended."""
-    status = _combine([claim.outcome for claim in claims])
-    band = "; ".join(str(c.band) if len(claims) == 1 else f"{c.label} {c.band}" for c in claims)
-    needs = _needs(claims, hint) if status == WITHIN_NOISE else ""
-    return Verdict(
+def _combined(outcomes: list[str]) -> str:
+    """Any claim outside its band refutes the lesson; all inside reproduce it."""
+    if NOT_REPRODUCED in outcomes:
+        return NOT_REPRODUCED
+    return REPRODUCED if all(o == REPRODUCED for o in outcomes) else WITHIN_NOISE
+
+
+def decided(spec: dict, claims: list[Claim]) -> Verdict:
+    """The verdict on a lesson's claims, in its words.
+
+    A premise claim decides whether the others count: outside its band the
+    lesson cannot be tested, across its edge it is undecided.
+    """
+    lesson, what = spec["lesson"], "; ".join(claim.text for claim in claims)
+    premises = [claim for claim in claims if claim.premise]
+    judged = [claim for claim in claims if not claim.premise]
+    bands = spec.get("band_text", "").format(*(claim.band for claim in claims))
+    for premise in (p for p in premises if p.outcome == NOT_REPRODUCED):
+        comparisons = [claim.comparison() for claim in claims]
+        unmet = f"{what}. {premise.premise['unmet']}"
+        return Verdict(lesson, INCONCLUSIVE, unmet, comparisons, bands, premise.premise["needs"])
+    status = _combined([claim.outcome for claim in judged])
+    band_words = "; ".join(
+        str(c.band) if len(judged) == 1 else f"{c.label} {c.band}" for c in judged
+    )
+    shown = [claim.comparison() for claim in judged] + [p for c in judged for p in c.parts]
+    verdict = Verdict(
         lesson,
         status,
-        f"{what}; the lesson claims {band}: {WORDS[status]}.",
-        [claim.comparison() for claim in claims] + list(extra),
-        band,
-        needs,
-        sorted({point for claim in claims for point in claim.interval.of}),
+        f"{what}; the lesson claims {band_words}: {WORDS[status]}.",
+        shown + [premise.comparison() for premise in premises],
+        bands or band_words,
+        _needs(judged, spec.get("hint", "")) if status == WITHIN_NOISE else "",
+        sorted({point for claim in judged for point in claim.interval.of}),
     )
-
-
-def _unless_page_cache(verdict: Verdict, device_rows) -> Verdict:
-    """A device-vs-RAM difference not found on a device the page cache absorbed is untested.
-
-    It is *inconclusive*: only a different point (fsync, direct I/O, a file
-    past the dirty limit) can reach the device. A difference that is found
-    still reproduces the lesson for the tier as a job sees it, so while the
-    interval reaches across the band's edge more repetitions may yet decide
-    that, and the verdict keeps asking for them (tierbench.adaptive).
-    """
-    absorbed, reason = _in_memory(device_rows)
-    if verdict.status == REPRODUCED or not absorbed:
-        return verdict
-    straddling = verdict.status == WITHIN_NOISE and MORE_REPETITIONS in verdict.needs
-    needs = PAGE_CACHE_NEEDS + (
-        f"; or, for the tier as a job sees it, {verdict.needs}" if straddling else ""
-    )
-    return _never_reached(verdict, reason, "inconclusive", needs)
-
-
-def _device_claim(verdict: Verdict, device_rows) -> Verdict:
-    """A lesson its document measured on the device itself is untested by points that never
-    reached it, whatever they show.
-
-    Document 001's runs wrote far past any page cache (192 ranks of 468,750
-    cells each, every step), so its lessons are about the device: what a
-    disk shows through the page cache, either way, is a different
-    mechanism, and near the band's edge it would come out either way from
-    run to run. That holds for "at write interval 100 the tier does not
-    matter" too: two tiers that are both memory trivially look alike. The
-    ratio stays in the text. A network tier's CFD points always reached its
-    server (every write creates files there), so they are decided on their
-    interval.
-    """
-    absorbed, reason = _in_memory(device_rows)
-    if not absorbed:
-        return verdict
-    seen = f"inconclusive ({WORDS[verdict.status]} through the page cache)"
-    return _never_reached(verdict, reason, seen, PAGE_CACHE_NEEDS)
-
-
-def _never_reached(verdict: Verdict, reason: str, outcome: str, needs: str) -> Verdict:
-    """``verdict`` made inconclusive: its outcome in the text becomes ``outcome`` and why."""
-    verdict.text = (
-        verdict.text.removesuffix(f": {WORDS[verdict.status]}.")
-        + f": {outcome}, {PAGE_CACHE_TEXT} ({reason})."
-    )
-    verdict.status = INCONCLUSIVE
-    verdict.needs = needs
+    for premise in (p for p in premises if p.outcome == WITHIN_NOISE):
+        verdict.status, verdict.needs = WITHIN_NOISE, _needs(claims)
+        verdict.text = f"{what}; {premise.premise['undecided']}."
     return verdict
 
 
-def _note_page_cache(verdict: Verdict, device_rows) -> Verdict:
-    """A lesson that holds when tiers look alike says when the device may not have been reached."""
-    absorbed, reason = _in_memory(device_rows)
-    if absorbed:
+def on_page_cache(verdict: Verdict, kind: str | None, claims: list[Claim], device) -> Verdict:
+    """The lesson's premise on the device, where every device point may have stayed in the
+    page cache and so measured the page cache instead.
+
+    ``device_reached``: a lesson about the device is then inconclusive, whatever it shows.
+    ``device_reached_to_refute``: a difference seen through the page cache holds for the
+    tier as a job sees it; only its absence is untested (unless another claim refutes
+    the lesson), and more repetitions may yet find it while it straddles the band.
+    ``device_noted``: a lesson that holds when tiers look alike says so.
+    """
+    absorbed, reason = _in_memory(device)
+    if not absorbed or verdict.status == INCONCLUSIVE or kind not in PAGE_CACHE_PREMISES:
+        return verdict
+    if kind == "device_noted":
         verdict.text += f" The device points may have stayed in the page cache ({reason})."
+        return verdict
+    outcome, needs = f"inconclusive ({WORDS[verdict.status]} through the page cache)", ""
+    if kind == "device_reached_to_refute":
+        on_device = [claim for claim in claims if _on_device(claim.rows)]
+        others = [claim.outcome for claim in claims if claim not in on_device]
+        if NOT_REPRODUCED in others or REPRODUCED in [c.outcome for c in on_device]:
+            return verdict
+        straddling = verdict.status == WITHIN_NOISE and MORE_REPETITIONS in verdict.needs
+        outcome = "inconclusive"
+        needs = f"; or, for the tier as a job sees it, {verdict.needs}" if straddling else ""
+    verdict.text = verdict.text.removesuffix(f": {WORDS[verdict.status]}.")
+    verdict.text += f": {outcome}, {PAGE_CACHE_TEXT} ({reason})."
+    verdict.status, verdict.needs = INCONCLUSIVE, PAGE_CACHE_NEEDS + needs
     return verdict
 
 
-# --- document 000: tmpfs for a GA over a non-linear FE model -------------------------
-
-#: the lesson's premise, in its own words: a tier "far faster (10x or more)" in fio
-FIO_PREMISE = Band("greater", threshold=10)
-#: "less than 1.5x faster", as the lesson is stated: the document's SSD/tmpfs job ratio
-#: (1.09x) lies well inside, its HDD/tmpfs ratio (8.8x), where the tier mattered, far outside
-JOB_GAIN = Band("less", threshold=1.5)
+# --- hooks: what a lesson needs that its data cannot say ---------------------------------
 
 
-def _extreme_row(frame: pd.DataFrame, tiers: list[str], pick) -> pd.Series | None:
-    """The one row per tier of ``tiers`` with the highest (max) or lowest (min) median."""
-    rows = [frame[frame["tier"] == tier] for tier in tiers]
-    rows = [r.iloc[0] for r in rows if len(r) == 1]
-    return pick(rows, key=lambda r: r["median"]) if rows else None
-
-
-def document_000(study: Study, ref: pd.DataFrame, workload: str = "fe_proxy") -> list[Verdict]:
-    lesson = (
-        "A tier far faster (10x or more) in fio's worst case buys the real job only a "
-        "little: the optimisation runs less than 1.5x faster"
-    )
-    ok = study.ok
-    fio = ok[(ok["workload"] == "fio") & (ok["metric"] == "write_bandwidth")]
-    worst = fio[fio["rw"].astype(str) == "randrw"] if "rw" in fio.columns else fio.iloc[0:0]
-    if "io_mode" in worst.columns:
-        worst = worst[worst["io_mode"].astype(str) == "fsync"]
-    job = ok[(ok["workload"] == workload) & (ok["metric"] == "wall_time")]
-    ram_tiers, device_tiers = _tiers(worst, RAM_CLASSES), _tiers(worst, DEVICE_CLASSES)
-    if not ram_tiers or not device_tiers or job.empty:
-        return [_missing(lesson, "needs a RAM-backed tier, a device tier and the FE optimisation")]
-    fast_row = _extreme_row(worst, ram_tiers, max)
-    slow_row = _extreme_row(worst, device_tiers, min)
-    if fast_row is None or slow_row is None:
-        return [_missing(lesson, "needs one fio worst-case point per tier")]
-    fast, slow = fast_row["tier"], slow_row["tier"]
-    common = set(job[job["tier"] == fast]["cores"]) & set(job[job["tier"] == slow]["cores"])
-    if not common:
-        return [_missing(lesson, f"no core count ran on both {fast} and {slow}")]
-    cores = int(max(common))
-    slow_job, fast_job = _row(job, tier=slow, cores=cores), _row(job, tier=fast, cores=cores)
-    if slow_job is None or fast_job is None:
-        return [_missing(lesson, f"no single wall time per tier on {cores} cores")]
-    pub_fio = _published(ref, table="fio_worst_case", tier="tmpfs", metric="write_bandwidth") / (
-        _published(ref, table="fio_worst_case", tier="SSD", metric="write_bandwidth")
-    )
-    pub_job = _published(ref, table="optimisation_wall_time", tier="SSD", cores=30) / (
-        _published(ref, table="optimisation_wall_time", tier="tmpfs", cores=30)
-    )
-    premise = Claim(
-        "fio worst case, RAM tier / disk tier",
-        study.runs.ratio(fast_row, slow_row),
-        FIO_PREMISE,
-        pub_fio,
-    )
-    gain = Claim(
-        "FE optimisation wall time, disk tier / RAM tier",
-        study.runs.ratio(slow_job, fast_job),
-        JOB_GAIN,
-        pub_job,
-    )
-    numbers = (
-        f"fio worst case: {fast}/{slow} = {premise.shown()} (published tmpfs/SSD "
-        f"{_fmt(pub_fio)}x); FE optimisation wall time on {cores} cores: {slow}/{fast} = "
-        f"{gain.shown()} (published SSD/tmpfs on 30 cores {_fmt(pub_job)}x)"
-    )
-    if premise.outcome == NOT_REPRODUCED:
-        return [
-            Verdict(
-                lesson,
-                INCONCLUSIVE,
-                f"{numbers}. The tiers differ by less than 10x in fio, too little to test it.",
-                [premise.comparison(), gain.comparison()],
-                f"fio {FIO_PREMISE}, then the job {JOB_GAIN}",
-                "a RAM tier and a device tier at least 10x apart in fio's worst case",
-            )
-        ]
-    verdict = _judged(lesson, [gain], numbers, [premise.comparison()])
-    verdict.band = f"fio {FIO_PREMISE}, then the job {JOB_GAIN}"
-    if premise.outcome == WITHIN_NOISE:
-        verdict.status = WITHIN_NOISE
-        verdict.text = f"{numbers}; whether the tiers are 10x apart in fio is within noise."
-        verdict.needs = _needs([premise, gain])
-    return [verdict]
-
-
-# --- document 001: OpenFOAM output on DCPMM vs Lustre --------------------------------
-
-#: "far more" vs lesson 2's "does not matter (within 10%)": the same 10% yardstick,
-#: so a cost of more than 10% is one the document would call a difference
-WRITE_EVERY_STEP = Band("greater", threshold=1.1)
-#: the document's own words: within 10%
-RARE_WRITES = Band("within", low=0.9, high=1.1)
-#: an ensemble slows the slow tier more: its growth exceeds the fast tier's by over 10%,
-#: the document's yardstick for a difference (published: 3.9x vs 0.98x, a ratio of 4.0)
-ENSEMBLE_GROWTH = Band("greater", threshold=1.1)
-
-
-def document_001(study: Study, ref: pd.DataFrame, workload: str = "cfd_proxy") -> list[Verdict]:
-    ok = study.ok
-    steps = ok[(ok["workload"] == workload) & (ok["metric"] == "time_per_step")]
-    if "file_handler" in steps.columns:
-        steps = steps[steps["file_handler"].astype(str) == "uncollated"]
-    if "ensemble" in steps.columns:
-        # compare points of one experiment: the one that varies the ensemble size
-        varied = steps.groupby("experiment")["ensemble"].nunique()
-        if len(varied) and varied.max() > 1:
-            steps = steps[steps["experiment"] == varied.idxmax()]
-    ram_tiers, device_tiers = _tiers(steps, RAM_CLASSES), _slow_tiers(steps)
-    lessons = (
-        "Writing every step costs the parallel/device tier far more than the fast tier",
-        "At write interval 100 the tier does not matter (within 10%)",
-        "Concurrent ensembles hurt the slow tier more than the fast one",
-    )
-    if not ram_tiers or not device_tiers:
-        return [_missing(lesson, "needs a RAM-backed tier and a device tier") for lesson in lessons]
-    fast, slow = ram_tiers[0], device_tiers[0]
-    ranks = steps["ranks"].max() if "ranks" in steps.columns else None
-
-    def point(tier, interval, ensemble=1):
-        return _row(steps, tier=tier, write_interval=interval, ensemble=ensemble, ranks=ranks)
-
-    def pub(tier, interval, ensemble=1):
-        return _published(
-            ref,
-            table="time_per_step_single_vs_ensemble",
-            tier=tier,
-            write_interval=interval,
-            ensemble=ensemble,
-        )
-
-    verdicts = []
-    for lesson, interval, band in (
-        (lessons[0], 1, WRITE_EVERY_STEP),
-        (lessons[1], 100, RARE_WRITES),
-    ):
-        rows = (point(slow, interval), point(fast, interval))
-        if any(row is None for row in rows):
-            verdicts.append(_missing(lesson, f"no write-interval-{interval} point on both tiers"))
-            continue
-        claim = Claim(
-            f"time/step at interval {interval}, slow / fast tier",
-            study.runs.ratio(*rows),
-            band,
-            pub("Lustre", interval) / pub("fsdax", interval),
-        )
-        verdict = _judged(
-            lesson,
-            [claim],
-            f"time per step at write interval {interval}: {slow}/{fast} = {claim.shown()} "
-            f"(published Lustre/fsdax {_fmt(claim.published)}x)",
-        )
-        verdicts.append(_device_claim(verdict, [rows[0]]))
-    verdicts.append(_ensembles(study, steps, lessons[2], slow, fast, point, pub))
-    return verdicts
-
-
-def _slow_tiers(steps: pd.DataFrame) -> list[str]:
-    """Document 001's slow tier was the shared parallel file system: network tiers first,
-    local device tiers only where there is none."""
-    return _tiers(steps, NETWORK_CLASSES) or _tiers(steps, LOCAL_DEVICE_CLASSES)
-
-
-def _ensembles(study, steps, lesson, slow, fast, point, pub) -> Verdict:
-    ensembles = (
-        sorted(int(e) for e in steps["ensemble"].unique() if int(e) > 1)
-        if "ensemble" in steps
-        else []
-    )
-    if not ensembles:
-        return _missing(lesson, "no ensemble points")
-    size = ensembles[-1]
-    rows = {(tier, ens): point(tier, 1, ens) for tier in (slow, fast) for ens in (size, 1)}
-    if any(row is None for row in rows.values()):
-        return _missing(lesson, "ensemble points missing at write interval 1")
-    pub_slow = pub("Lustre", 1, 5) / pub("Lustre", 1)
-    pub_fast = pub("fsdax", 1, 5) / pub("fsdax", 1)
-    claim = Claim(
-        "ensemble growth, slow tier / fast tier",
-        study.runs.ratio_of_ratios(
-            rows[slow, size], rows[slow, 1], rows[fast, size], rows[fast, 1]
-        ),
-        ENSEMBLE_GROWTH,
-        pub_slow / pub_fast,
-    )
-    slow_growth = study.runs.ratio(rows[slow, size], rows[slow, 1])
-    fast_growth = study.runs.ratio(rows[fast, size], rows[fast, 1])
-    verdict = _judged(
-        lesson,
-        [claim],
-        f"time per step, ensemble of {size} / single run at write interval 1: "
-        f"{slow} {show(slow_growth)}, {fast} {show(fast_growth)}; slow / fast = "
-        f"{claim.shown()} (published, ensemble of 5: Lustre {pub_slow:.2f}x, fsdax "
-        f"{pub_fast:.2f}x, slow / fast {pub_slow / pub_fast:.2f}x)",
-        [
-            comparison("ensemble / single, slow tier", pub_slow, slow_growth),
-            comparison("ensemble / single, fast tier", pub_fast, fast_growth),
-        ],
-    )
-    return _device_claim(verdict, [rows[slow, size], rows[slow, 1]])
-
-
-# --- document 002: RAM disk and bindfs on macOS ------------------------------------
-
-#: "much slower than even using the hard disk" (published 0.48x): more than 10% slower,
-#: the least a reader of "slower" would notice
-FUSE_SLOWER = Band("less", threshold=0.9)
-#: "nearly 5 times the SSD" (published 4.5x): more than 10% faster counts as faster
-RAM_FASTER = Band("greater", threshold=1.1)
-
-
-def document_002(study: Study, ref: pd.DataFrame) -> list[Verdict]:
-    lessons = (
-        "A FUSE (bindfs) mount over a RAM disk is slower than the plain disk",
-        "A RAM disk takes a sequential write faster than the disk",
-    )
-    ok = study.ok
-    pv = ok[(ok["workload"] == "pv") & (ok["metric"] == "throughput")]
-    fuse, device, ram = _tiers(pv, ("fuse",)), _tiers(pv, DEVICE_CLASSES), _tiers(pv, RAM_CLASSES)
-    pub = ref[ref["table"] == "pv_throughput"].groupby("tier")["canonical_value"].median()
-    checks = (
-        (lessons[0], fuse, "bindfs", "FUSE over RAM", FUSE_SLOWER, _note_page_cache),
-        (lessons[1], ram, "RAM disk", "RAM disk", RAM_FASTER, _unless_page_cache),
-    )
-    verdicts = []
-    summary = study.summary
-    for lesson, tiers, published_sink, label, band, check in checks:
-        rows = (_row(pv, tier=tiers[0]), _row(pv, tier=device[0])) if tiers and device else ()
-        if not rows or any(row is None for row in rows):
-            reason = "needs pv numbers on this sink and on a device tier"
-            skipped = summary[(summary["workload"] == "pv") & (summary["status"] != "ok")]
-            if len(skipped):
-                reason += f" ({'; '.join(sorted(set(skipped['reason'].astype(str))))})"
-            verdicts.append(_missing(lesson, reason))
-            continue
-        claim = Claim(
-            f"pv, {label} / disk",
-            study.runs.ratio(*rows),
-            band,
-            pub[published_sink] / pub["SSD"],
-        )
-        verdict = _judged(
-            lesson,
-            [claim],
-            f"pv throughput {tiers[0]}/{device[0]} = {claim.shown()} (published "
-            f"{published_sink}/SSD {_fmt(claim.published)}x)",
-        )
-        verdicts.append(check(verdict, [rows[1]]))
-    return verdicts
-
-
-# --- document 003: mktemp and tmpfs ------------------------------------------------------
-
-#: "much faster write performance" (published 2.3x): more than 10% faster counts
-TMPFS_FASTER = Band("greater", threshold=1.1)
-#: a file write cannot beat the memory it is copied through: below STREAM triad (1x)
-BELOW_MEMORY = Band("less", threshold=1.0)
-
-
-def document_003(study: Study, ref: pd.DataFrame) -> list[Verdict]:
-    """dd to tmpfs vs the disk, and tmpfs vs STREAM.
-
-    The document's disk figure is the disk's own speed. Where this run's
-    buffered disk point may have stayed in the page cache, "faster than the
-    disk" is taken on the points that reach the device, dd with fdatasync on
-    both tiers: the same lesson, decided the same way on every run, where the
-    buffered ratio would compare tmpfs with the page cache and come out either
-    way (tierbench.pagecache).
-    """
-    lesson = "dd writes faster to tmpfs than to the disk, and stays below the memory bandwidth"
-    ok = study.ok
-    every = ok[(ok["workload"] == "dd") & (ok["metric"] == "write_bandwidth")]
-    synced = every[every["sync"].astype(str) == "fdatasync"] if "sync" in every else every[:0]
-    dd = every[every["sync"].astype(str) == "buffered"] if "sync" in every else every
-    stream = ok[(ok["workload"] == "stream") & (ok["metric"] == "triad_bandwidth")]
-    ram, device = _tiers(dd, RAM_CLASSES), _tiers(dd, DEVICE_CLASSES)
-    if not ram or not device or stream.empty:
-        return [_missing(lesson, "needs dd on a RAM tier and a device tier, and STREAM")]
-
-    def fastest(frame):
-        return frame.loc[frame["median"].astype(float).idxmax()] if len(frame) else None
-
-    ram_row = fastest(dd[dd["tier"] == ram[0]])
-    disk_row = fastest(dd[dd["tier"] == device[0]])
-    triad_row = fastest(stream)
-    absorbed, reason = _in_memory([disk_row])
-    sync_rows = (
-        fastest(synced[synced["tier"] == ram[0]]),
-        fastest(synced[synced["tier"] == device[0]]),
-    )
-    found = all(row is not None for row in sync_rows)
-    on_device = absorbed and found and not _in_memory([sync_rows[1]])[0]
-    pub_tmpfs = _published(ref, table="dd", tier="tmpfs", metric="throughput")
-    pub_ratio = pub_tmpfs / _published(ref, table="dd", tier="home", metric="throughput")
-    pub_ceiling = pub_tmpfs / _published(ref, table="stream", metric="triad_bandwidth")
-    compared, label = (sync_rows, "dd with fdatasync") if on_device else ((ram_row, disk_row), "dd")
-    faster = Claim(f"{label}, tmpfs / disk", study.runs.ratio(*compared), TMPFS_FASTER, pub_ratio)
-    ceiling = Claim(
-        "dd on tmpfs / STREAM triad",
-        study.runs.ratio(ram_row, triad_row),
-        BELOW_MEMORY,
-        pub_ceiling,
-    )
-    verdict = _judged(
-        lesson,
-        [faster, ceiling],
-        f"{label}: {ram[0]}/{device[0]} = {faster.shown()} (published tmpfs/home "
-        f"{_fmt(pub_ratio)}x); {ram[0]} dd / STREAM triad = {ceiling.shown()} "
-        f"(published {_fmt(pub_ceiling)}x)",
-    )
-    if on_device:
-        verdict.text += (
-            f" The buffered disk point may have stayed in the page cache ({reason}), so"
-            " tmpfs is compared with the disk on the fdatasync points, which reach the device."
-        )
-        return [verdict]
-    if faster.outcome != REPRODUCED and ceiling.outcome != NOT_REPRODUCED:
-        return [_unless_page_cache(verdict, [disk_row])]
-    return [verdict]
-
-
-# --- document 004: local I/O on Eagle ---------------------------------------------------
-
-#: "about as fast": the document calls 2.4 vs 2.8 GB/s (0.86x) the same speed, so the band
-#: must hold 0.86; +-25%, symmetric on a log scale (1/1.25 = 0.8), does and no wider
-ABOUT_AS_FAST = Band("within", low=0.8, high=1.25)
-#: "a drastic drop" (published 0.06x): the disk loses more than half its speed from the
-#: small file to the large one, relative to /dev/shm over the same sizes
-CLIFF = Band("less", threshold=0.5)
-
-
-def document_004(study: Study, ref: pd.DataFrame) -> list[Verdict]:
-    ok = study.ok
-    dd = ok[(ok["workload"] == "dd") & (ok["metric"] == "write_bandwidth")]
-    lessons = (
-        "A file that fits the page cache writes about as fast to a disk as to /dev/shm",
-        "Once the file outgrows the page cache, the disk's own speed shows (the cliff)",
-    )
-    ram, device = _tiers(dd, RAM_CLASSES), _tiers(dd, DEVICE_CLASSES)
-    if not ram or not device:
-        return [_missing(lesson, "needs dd on a RAM tier and a device tier") for lesson in lessons]
-    blocks = dd[dd["experiment"] == "dd_blocks"]
-    if "sync" in blocks.columns:
-        blocks = blocks[blocks["sync"].astype(str) == "buffered"]
-    rows = (
-        _row(blocks, tier=device[0], block_size="1M"),
-        _row(blocks, tier=ram[0], block_size="1M"),
-    )
-    if any(row is None for row in rows):
-        verdicts = [_missing(lessons[0], "no buffered 1M dd point on both tiers")]
-    else:
-        verdicts = [_fits_page_cache(study, ref, lessons[0], rows, device[0], ram[0])]
-    cliff = study.summary[
-        (study.summary["experiment"] == "cliff") & (study.summary["workload"] == "dd")
-    ]
-    verdicts.append(_cliff_verdict(study, lessons[1], cliff, device[0], ram[0], ref))
-    return verdicts
-
-
-def _fits_page_cache(study, ref, lesson, rows, disk, ram) -> Verdict:
-    if str(rows[0].get("page_cache", "") or "") == "device":
-        reason = rows[0].get("page_cache_reason", "")
-        return _missing(
-            lesson,
-            f"the buffered 1M file on {disk} did not fit under the dirty limit ({reason}); "
-            "a smaller count tests it",
-        )
-    pub = _published(ref, table="dd_1M_x_10k", tier="SATA spinning disk") / _published(
-        ref, table="dd_1M_x_10k", tier="/dev/shm"
-    )
-    claim = Claim(
-        "dd 1M, disk / shm (fits the page cache)", study.runs.ratio(*rows), ABOUT_AS_FAST, pub
-    )
-    return _judged(
-        lesson,
-        [claim],
-        f"dd bs=1M, buffered: {disk}/{ram} = {claim.shown()} (published SATA "
-        f"disk//dev/shm {_fmt(pub)}x)",
+def past_dirty_limit(lesson: Lesson, claim: dict) -> str:
+    """A page-cache cliff is there to see only when the sweep's largest file went past the
+    node's dirty limit: why it is not, else ""."""
+    selector = lesson.swap(claim["rows"])
+    # every point of the sweep's experiment: its sizes and the limit, whatever their sync
+    sweep = select(lesson.study.ok, {k: selector[k] for k in ("workload", "experiment")})
+    sizes, limits = (sweep[sweep["metric"] == m] for m in ("bytes", "dirty_limit_bytes"))
+    if select(lesson.study.ok, selector).empty or sizes.empty or limits.empty:
+        return "no cliff sweep with sizes and the dirty limit"
+    limit, largest = float(limits["median"].max()), float(sizes["median"].max())
+    if largest > limit:
+        return ""
+    return (
+        f"the largest file ({largest / 2**30:.2f} GiB) stayed below the dirty-page limit "
+        f"({limit / 2**30:.2f} GiB); raise max_file_size and the tier's max_bytes, or use "
+        "scale=full"
     )
 
 
-def _cliff_verdict(study, lesson, cliff, disk, ram, ref) -> Verdict:
-    pub = _published(ref, table="dd_10M_x_10k", tier="SATA spinning disk") / _published(
-        ref, table="dd_1M_x_10k", tier="SATA spinning disk"
-    )
-    measured = cliff[(cliff["status"] == "ok") & (cliff["metric"] == "write_bandwidth")]
-    if "sync" in measured.columns:
-        measured = measured[measured["sync"].astype(str) == "buffered"]
-    limits = cliff[(cliff["status"] == "ok") & (cliff["metric"] == "dirty_limit_bytes")]
-    sizes = cliff[(cliff["status"] == "ok") & (cliff["metric"] == "bytes")]
-    if measured.empty or limits.empty or sizes.empty:
-        return _missing(lesson, "no cliff sweep with sizes and the dirty limit")
-    limit = float(limits["median"].max())
-    largest = float(sizes["median"].max())
-    if largest <= limit:
-        return _missing(
-            lesson,
-            f"the largest file ({largest / 2**30:.2f} GiB) stayed below the dirty-page limit "
-            f"({limit / 2**30:.2f} GiB); raise max_file_size and the tier's max_bytes, or use "
-            "scale=full",
-        )
-
-    def ends(tier):
-        rows = measured[measured["tier"] == tier]
-        rows = rows.assign(fraction=rows["file_fraction"].astype(float)).sort_values("fraction")
-        return (rows.iloc[-1], rows.iloc[0]) if len(rows) > 1 else None
-
-    disk_ends, ram_ends = ends(disk), ends(ram)
-    if disk_ends is None or ram_ends is None:
-        return _missing(lesson, "the sweep has fewer than two sizes on a tier")
-    disk_drop, ram_drop = study.runs.ratio(*disk_ends), study.runs.ratio(*ram_ends)
-    claim = Claim(
-        "dd, large / small file, disk / shm",
-        study.runs.ratio_of_ratios(*disk_ends, *ram_ends),
-        CLIFF,
-        pub,
-    )
-    return _judged(
-        lesson,
-        [claim],
-        hint="or a largest file further past the dirty limit",
-        what=f"buffered dd, largest / smallest file: {disk} {show(disk_drop)}, {ram} "
-        f"{show(ram_drop)}; disk / shm {claim.shown()} (published SATA disk 107 GB / 11 GB: "
-        f"{_fmt(pub)}x; /dev/shm kept its speed)",
-        extra=[
-            comparison("dd, large / small file, disk", pub, disk_drop),
-            comparison("dd, large / small file, shm", 1.0, ram_drop),
-        ],
-    )
+#: the hooks a lesson may name (``hook:``), each given the lesson and its first claim
+HOOKS = {"cliff": past_dirty_limit}
 
 
 # --- the study and the command line --------------------------------------------------
@@ -812,58 +543,63 @@ class Study:
 
     @property
     def ok(self) -> pd.DataFrame:
-        return _ok(self.summary)
+        return self.summary[self.summary["status"] == "ok"]
 
 
-DOCUMENTS = {
-    "000": document_000,
-    "001": document_001,
-    "002": document_002,
-    "003": document_003,
-    "004": document_004,
-}
-
-
-#: documents whose job a proxy runs, which the study may run beside its real application
-#: (the proxy's declaration names it): each gets its verdicts
-PROXIES = {"000": "fe_proxy", "001": "cfd_proxy"}
+def proxy_of(lessons: list[dict]) -> workloads.Pair | None:
+    """The proxy the lessons measure, with the application it stands for; None if none."""
+    selectors = [lesson["tiers"]["among"] for lesson in lessons]
+    for claim in (claim for lesson in lessons for claim in lesson["claims"]):
+        selectors += [s["rows"] for s in [claim, *_points(claim)] if "rows" in s]
+    for selector in selectors:
+        declared = workloads.find(str(selector.get("workload", "")))
+        if declared is not None and declared.stands_for is not None:
+            return declared.stands_for
+    return None
 
 
 def judge(
-    document: str,
+    paper: dict,
     summary: pd.DataFrame,
     ref: pd.DataFrame | None = None,
     results: pd.DataFrame | None = None,
+    proxies: dict | None = None,
 ) -> list[Verdict]:
-    """Each lesson of ``document`` on this study; without ``results`` no interval is known.
+    """Each lesson of ``paper`` (its ``document`` and ``lessons``) on this study; without
+    ``results`` no interval is known.
 
-    Where the study also ran the real application of a document's proxy, every
-    lesson is judged for each of them, the workload named in the lesson.
+    Where the study also ran the real application of the proxy its lessons
+    measure, every lesson is judged for each of them, the workload named in
+    the lesson; ``proxies`` (the study's fidelity.json) then says of each
+    proxy lesson whether its points lie where the proxy was shown faithful.
     """
     ref = reference.load() if ref is None else ref
     study = Study(summary, Runs(results))
-    published = ref[ref["document"] == document]
-    found = DOCUMENTS[document](study, published)
-    proxy = PROXIES.get(document)
-    real = workloads.get(proxy).stands_for.real if proxy else None
-    if real is None or study.ok["workload"].ne(real).all():
+    published = ref[ref["document"] == str(paper["document"])]
+    found = [Lesson(study, published, spec, lambda s: s).verdict() for spec in paper["lessons"]]
+    pair = proxy_of(paper["lessons"])
+    if pair is None or study.ok["workload"].ne(pair.real).all():
         return found
     for verdict in found:
-        verdict.lesson += f" [{proxy}]"
-    if results is not None:
-        fidelity_notes(found, summary, results, proxy)
-    for verdict in DOCUMENTS[document](study, published, workload=real):
-        verdict.lesson += f" [{real}]"
+        verdict.lesson += f" [{pair.proxy}]"
+    if proxies is not None:
+        fidelity_notes(found, summary, proxies, pair.proxy)
+
+    def real(selector: dict) -> dict:
+        is_proxy = selector.get("workload") == pair.proxy
+        return {**selector, "workload": pair.real} if is_proxy else selector
+
+    for spec in paper["lessons"]:
+        verdict = Lesson(study, published, spec, real).verdict()
+        verdict.lesson += f" [{pair.real}]"
         found.append(verdict)
     return found
 
 
-def fidelity_notes(
-    verdicts: list[Verdict], summary: pd.DataFrame, results: pd.DataFrame, proxy: str
-) -> None:
+def fidelity_notes(verdicts: list[Verdict], summary: pd.DataFrame, proxies: dict, proxy: str):
     """Each proxy verdict says whether the shapes it rests on are ones where the study showed
     the proxy faithful to its application (:func:`tierbench.fidelity.outside_region`)."""
-    entries = [e for e in fidelity.fidelity(results)["proxies"] if e["proxy"] == proxy]
+    entries = [e for e in proxies["proxies"] if e["proxy"] == proxy]
     if not entries:
         return
     rows = {point_id(row): row.to_dict() for _, row in summary.iterrows()}
@@ -878,8 +614,21 @@ def fidelity_notes(
             verdict.fidelity = f"every point it rests on has a shape where {proxy} was faithful"
 
 
-def to_json(document: str, verdicts: list[Verdict]) -> dict:
-    return {"document": document, "verdicts": [asdict(v) for v in verdicts]}
+def load_paper(path: str | Path) -> dict:
+    """A paper study's document, lessons and published figure, from its study file or the
+    pipeline's copy, checked against the study schema."""
+    data = load_yaml(path)
+    defs = load("config.schema.yaml")["$defs"]
+    keys = {key: {"$ref": f"#/$defs/{key}"} for key in PAPER_KEYS}
+    schema = {"$defs": defs, "type": "object", "properties": keys, "required": ["lessons"]}
+    try:
+        jsonschema.validate(data, schema)
+    except jsonschema.ValidationError as error:
+        place = "/".join(str(p) for p in error.absolute_path)
+        raise SystemExit(f"{path}: {place}: {error.message}") from None
+    if not data.get("document"):
+        raise SystemExit(f"{path}: no document: only a paper study has lessons to judge")
+    return {"document": str(data["document"]), **{k: data[k] for k in PAPER_KEYS if k in data}}
 
 
 def _read_csv(path: str, what: str) -> pd.DataFrame:
@@ -891,18 +640,26 @@ def _read_csv(path: str, what: str) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--document", required=True, choices=sorted(DOCUMENTS))
+    parser.add_argument("--lessons", required=True, help="the study file (or lessons.json)")
     parser.add_argument("--summary", required=True, help="the study's summary.csv")
     parser.add_argument("--results", required=True, help="the study's results.csv (repetitions)")
+    parser.add_argument("--fidelity", help="the study's fidelity.json, where it holds a proxy")
+    parser.add_argument(
+        "--reference", default=reference.REFERENCE_DIR, help="the published numbers' folder"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    summary = _read_csv(args.summary, "summary")
-    results = _read_csv(args.results, "results")
+    paper = load_paper(args.lessons)
+    summary, results = _read_csv(args.summary, "summary"), _read_csv(args.results, "results")
     missing = sorted({"phase", "status", "repetition", "value", *POINT_METRIC} - set(results))
     if missing:
         raise SystemExit(f"{args.results} is not a results.csv: no column {', '.join(missing)}")
-    verdicts = judge(args.document, summary, results=results)
-    Path(args.out).write_text(json.dumps(to_json(args.document, verdicts), indent=1) + "\n")
+    proxies = json.loads(Path(args.fidelity).read_text()) if args.fidelity else None
+    verdicts = judge(paper, summary, reference.load(args.reference), results, proxies)
+    found = {"document": paper["document"], "verdicts": [asdict(v) for v in verdicts]}
+    if "published_figure" in paper:
+        found["published_figure"] = paper["published_figure"]
+    Path(args.out).write_text(json.dumps(found, indent=1) + "\n")
     for verdict in verdicts:
         print(f"[{verdict.status}] {verdict.lesson}: {verdict.text}", file=sys.stderr)
     return 0

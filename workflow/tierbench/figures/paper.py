@@ -19,19 +19,6 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .. import plotting
 
-#: the table that carries each document's headline, and what makes a bar in it
-VIEW = {
-    "000": ("fio_worst_case", "write_bandwidth", ["tier"], "fio worst case write, published"),
-    "001": (
-        "time_per_step_single_vs_ensemble",
-        "time_per_step",
-        ["tier", "write_interval", "ensemble"],
-        "time per step, published (192 ranks)",
-    ),
-    "002": ("pv_throughput", "throughput", ["tier"], "pv throughput, published (median of 10)"),
-    "003": ("dd", "throughput", ["tier"], "dd 10M x 1024 write, published"),
-    "004": ("dd_1M_x_10k", "throughput", ["tier"], "dd 1M x 10k write, published"),
-}
 PUBLISHED_COLOR = "0.55"
 #: a colour per verdict status (Okabe-Ito, safe for colour-blind readers)
 STATUS_COLOR = {
@@ -64,15 +51,16 @@ def make(
         for v in verdict["verdicts"]
         for comparison in v["comparisons"]
     ]
-    grouped = published_view(published, document)
+    view = verdict.get("published_figure")
+    grouped = published_view(published, view)
     height = max(3.5, 0.45 * max(len(grouped), 2 * len(comparisons)) + 1.5)
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(13, height), gridspec_kw={"width_ratios": [1, 1.2], "wspace": 0.9}
     )
-    draw_published(left, grouped, document)
+    draw_published(left, grouped, document, view)
     draw_ratios(right, comparisons)
     statuses = ", ".join(v["status"].replace("_", " ") for v in verdict["verdicts"])
-    table, metric = VIEW[document][:2] if document in VIEW else ("", "")
+    table, metric = (view["table"], view["metric"]) if view else ("", "")
     caption = (
         f"Document {document}. Left: the published {table.replace('_', ' ')} "
         f"({metric.replace('_', ' ')}), each bar divided by the smallest, so hardware of any "
@@ -102,12 +90,16 @@ def read_verdict(verdict: dict | str | Path) -> dict:
     return data
 
 
-def published_view(published: pd.DataFrame, document: str) -> pd.DataFrame:
-    """The headline table's bars: median, min and max of each group, over the smallest median."""
+def published_view(published: pd.DataFrame, view: dict | None) -> pd.DataFrame:
+    """The headline table's bars: median, min and max of each group, over the smallest median.
+
+    ``view``: the study's ``published_figure`` (its table, metric and the columns that
+    make a bar), which its verdict carries.
+    """
     empty = pd.DataFrame(columns=["label", "normalised", "low", "high"])
-    if document not in VIEW or published.empty:
+    if not view or published.empty:
         return empty
-    table, metric, keys, _ = VIEW[document]
+    table, metric, keys = view["table"], view["metric"], view["bars"]
     rows = published[(published["table"] == table) & (published["metric"] == metric)].copy()
     if rows.empty:
         return empty
@@ -131,8 +123,8 @@ def published_view(published: pd.DataFrame, document: str) -> pd.DataFrame:
     return grouped.sort_values("normalised")
 
 
-def draw_published(ax, grouped: pd.DataFrame, document: str) -> None:
-    title = VIEW[document][3] if document in VIEW else f"document {document}, published"
+def draw_published(ax, grouped: pd.DataFrame, document: str, view: dict | None) -> None:
+    title = view["title"] if view else f"document {document}, published"
     ax.set_title(title)
     if grouped.empty:
         ax.axis("off")
