@@ -831,11 +831,12 @@ def foam_mkdir(path: bytes) -> int:
     return made + 1
 
 
-def write_files(files, fsync: bool) -> tuple[int, int]:
+def write_files(files, fsync: bool, mkdirs: int = 1) -> tuple[int, int]:
     """Make each ``(path, calls)`` with OFstream's system calls; (bytes written, folders made).
 
     Per file, as traced from v1912: mkdir of its folder (Foam::mkDir: on a
-    network file system a round trip even when the folder exists), a stat of
+    network file system a round trip even when the folder exists), ``mkdirs``
+    times (the collated master asks twice: :class:`CollatedWriter`), a stat of
     ``<path>.gz`` and of ``<path>`` (OFstream looks for a compressed twin), open,
     one writev per call (:func:`stream_calls`), close. The C helper of
     :mod:`tierbench.native` makes the same calls without the interpreter between them.
@@ -843,7 +844,7 @@ def write_files(files, fsync: bool) -> tuple[int, int]:
     written = made = 0
     for path, calls in files:
         folder = os.path.dirname(path)
-        if folder:
+        for _ in range(mkdirs if folder else 0):
             made += foam_mkdir(folder)
         for probe in (path + b".gz", path):
             try:
