@@ -656,20 +656,10 @@ def field_parts(
     ``headless``: as a collated block of a rank other than the master holds
     it in v1912 (no header, no closing line).
     """
-    components = FIELDS[name][2]
     if cells is None:
         cells = _cells_of(name, data, file_set)
-    layout = field_layout(name, np.size(data) // components, cells, fmt, file_set, rank, ranks)
-    width = number_width(name, file_set)
-    before, after = layout.head
-    parts = [] if headless else [before, time.encode(), after]
-    parts.append(layout.texts[0])
-    for (source, n), text in zip(layout.slots, layout.texts[1:], strict=True):
-        values = data if source < 0 else patch_values(data, n, components)
-        parts += [encode_values(values, components, fmt, width), text]
-    if headless and layout.tail:
-        parts[-1] = parts[-1][: -layout.tail]
-    return parts
+    prepared = RankFields({name: data}, fmt, file_set, rank, ranks, cells)
+    return [part for part, _ in prepared.pieces(name, time.encode(), headless)]
 
 
 def collated_block(
@@ -683,9 +673,10 @@ def collated_block(
     ranks: int = 1,
 ) -> bytes:
     """A rank's block of a collated field file: its file (v1912: headless unless the master)."""
-    headless = file_set == "v1912" and rank != 0
-    parts = field_parts(name, data, fmt, time, file_set, cells, rank, ranks, headless)
-    return b"".join(bytes(part) for part in parts)
+    if cells is None:
+        cells = _cells_of(name, data, file_set)
+    prepared = RankFields({name: data}, fmt, file_set, rank, ranks, cells)
+    return prepared.block(name, time.encode())
 
 
 # ---------------------------------------------------------------- writing
@@ -836,7 +827,7 @@ def write_files(files, fsync: bool, mkdirs: int = 1) -> tuple[int, int]:
 
     Per file, as traced from v1912: mkdir of its folder (Foam::mkDir: on a
     network file system a round trip even when the folder exists), ``mkdirs``
-    times (the collated master asks twice: :class:`CollatedWriter`), a stat of
+    times (the collated master asks twice), a stat of
     ``<path>.gz`` and of ``<path>`` (OFstream looks for a compressed twin), open,
     one writev per call (:func:`stream_calls`), close. The C helper of
     :mod:`tierbench.native` makes the same calls without the interpreter between them.
@@ -899,25 +890,121 @@ def _static_payload(values: np.ndarray, fmt: str) -> memoryview | None:
     return memoryview(array).cast("B") if array is values else None
 
 
+@dataclass(frozen=True)
+class _PreparedField:
+    """A field's file with what is the same at every write made once."""
+
+    components: int
+    width: int
+    layout: Layout
+    #: the header after the time name, then the body's first text
+    opening: bytes
+    #: per list of values: (the values, their bytes when a view of them serves, else None)
+    lists: tuple
+    #: the texts after each list; a headless block's last one without the closing line
+    texts: tuple[bytes, ...]
+    headless_texts: tuple[bytes, ...]
+
+
+class RankFields:
+    """One rank's fields as its field files lay them out, prepared once for every write.
+
+    What is the same at every write is prepared once: each field's text on
+    either side of its time name and between its lists of values
+    (internalField, boundary patches), and, in binary, a view of each list's
+    memory (little-endian doubles, C order; a patch's values are a view of the
+    first values of its field, or a copy made once when the patch has more
+    faces than the field values). The solver updates its arrays in place, so
+    the views show the values of the moment; ascii values (and arrays of
+    another type) are encoded anew at every write. Uncollated, a field file is
+    streamed in these pieces (:meth:`pieces`); collated, each rank hands the
+    master its file as one block (:meth:`block`).
+
+    The rank's cells are p's values unless given; ``rank`` and ``ranks`` place
+    its block in the duct (which boundary patches it has).
+    """
+
+    def __init__(
+        self,
+        fields: dict[str, np.ndarray],
+        fmt: str,
+        file_set: str = DEFAULT_FILE_SET,
+        rank: int = 0,
+        ranks: int = 1,
+        cells: int | None = None,
+    ):
+        self.fmt, self.file_set, self.rank = fmt, check_file_set(file_set), rank
+        cells = int(np.size(fields["p"])) if cells is None else cells
+        self.fields: dict[str, _PreparedField] = {}
+        for name, (_, _, components, _) in FIELDS.items():
+            if name in fields:
+                self.fields[name] = self._prepare(name, fields[name], cells, ranks, components)
+
+    def _prepare(self, name, data, cells: int, ranks: int, components: int) -> _PreparedField:
+        fmt, file_set = self.fmt, self.file_set
+        count = np.size(data) // components
+        layout = field_layout(name, count, cells, fmt, file_set, self.rank, ranks)
+        lists = []
+        for source, n in layout.slots:
+            values = data if source < 0 else patch_values(data, n, components)
+            lists.append((values, _static_payload(values, fmt)))
+        texts = layout.texts[1:]
+        headless = (*texts[:-1], texts[-1][: -layout.tail]) if layout.tail else texts
+        return _PreparedField(
+            components,
+            number_width(name, file_set),
+            layout,
+            layout.head[1] + layout.texts[0],
+            tuple(lists),
+            texts,
+            headless,
+        )
+
+    def pieces(self, name: str, stamp: bytes, headless: bool = False) -> list[tuple]:
+        """A field file as ``(bytes-like, block)`` in the order the solver streams it.
+
+        Its header goes down in the pieces around the time name, unjoined; a
+        binary list is a block (one write of its memory), ascii numbers are
+        streamed text. ``headless``: no header and no closing line (v1912's
+        collated block of a rank other than the master).
+        """
+        field, fmt = self.fields[name], self.fmt
+        block = fmt == "binary"
+        if headless:
+            pieces, texts = [(field.layout.texts[0], False)], field.headless_texts
+        else:
+            before = field.layout.head[0]
+            pieces, texts = [(before, False), (stamp, False), (field.opening, False)], field.texts
+        for (data, payload), text in zip(field.lists, texts, strict=True):
+            if payload is None:
+                payload = encode_values(data, field.components, fmt, field.width)
+            pieces += [(payload, block), (text, False)]
+        return pieces
+
+    def block(self, name: str, stamp: bytes) -> bytes:
+        """This rank's block of a collated field file: its whole file, which v1912 leaves
+        headless on every rank but the master."""
+        headless = self.file_set == "v1912" and self.rank != 0
+        return b"".join(part for part, _ in self.pieces(name, stamp, headless))
+
+
+def _uniform_files(templates, inside: bytes, stamp: bytes, index: int, file_set: str) -> list:
+    """``(path, text)`` of the ``uniform`` dictionaries of a write, ``uniform/time`` first."""
+    values = {b"time": stamp, b"index": index, b"conterr": b""}
+    if file_set == "v1912":
+        values[b"conterr"] = cumulative_cont_err(index).encode()
+    return [(inside + path, template % values) for path, template in templates]
+
+
 class UncollatedWriter:
     """One rank's writes of the same fields, write time after write time (uncollated).
 
-    What is the same at every write is prepared once: the file names, each
-    field's text on either side of its time name and between its lists of
-    values (internalField, boundary patches), and, in binary, a view of each
-    list's memory (little-endian doubles, C order; a patch's values are a
-    view of the first values of its field, or a copy made once when the patch
-    has more faces than the field values). The solver updates its arrays in
-    place, so the views show the values of the moment; ascii values (and
-    arrays of another type) are encoded anew at every write. Per write: the
-    three folders and the 9 files (document_001: 8) with the system calls v1912's
+    The fields are prepared once (:class:`RankFields`). Per write: the three
+    folders and the 9 files (document_001: 8) with the system calls v1912's
     OFstream makes (:func:`write_files`, :func:`stream_calls`), by the C helper of
     :mod:`tierbench.native` in one call where it builds, else from Python. With
     1-cell fields on tmpfs the Python between the calls cost about as much as the
     calls.
-
-    The rank's cells are p's values; ``rank`` and ``ranks`` place its block in
-    the duct (which boundary patches it has).
     """
 
     def __init__(
@@ -931,30 +1018,8 @@ class UncollatedWriter:
         ranks: int = 1,
     ):
         # paths as bytes: os calls take them as they are, a str is encoded at every call
-        self.root, self.fmt, self.fsync = os.fsencode(processor_dir), fmt, fsync
-        self.file_set = check_file_set(file_set)
-        cells = int(np.size(fields["p"]))
-        self.fields = []
-        for name, (_, _, components, _) in FIELDS.items():
-            data = fields[name]
-            count = np.size(data) // components
-            layout = field_layout(name, count, cells, fmt, file_set, rank, ranks)
-            lists = []
-            for source, n in layout.slots:
-                values = data if source < 0 else patch_values(data, n, components)
-                lists.append((values, _static_payload(values, fmt)))
-            before, after = layout.head
-            self.fields.append(
-                (
-                    name.encode(),
-                    components,
-                    number_width(name, file_set),
-                    before,
-                    after + layout.texts[0],  # the header after the time, then the body's start
-                    tuple(lists),
-                    layout.texts[1:],
-                )
-            )
+        self.root, self.fsync = os.fsencode(processor_dir), fsync
+        self.prepared = RankFields(fields, fmt, file_set, rank, ranks)
         self.uniform = [
             (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
         ]
@@ -965,29 +1030,24 @@ class UncollatedWriter:
         """``<processor_dir>/<time>/`` with its 9 files (document_001: 8), OFstream's calls."""
         stamp = time.encode()
         inside = self.root + os.sep.encode() + stamp + os.sep.encode()
-        fmt = self.fmt
-        block = fmt == "binary"  # a binary list is one write; ascii numbers are streamed
-        values = {b"time": stamp, b"index": index, b"conterr": b""}
-        if self.file_set == "v1912":
-            values[b"conterr"] = cumulative_cont_err(index).encode()
-        uniform = [(inside + path, template % values) for path, template in self.uniform]
+        file_set = self.prepared.file_set
+        uniform = _uniform_files(self.uniform, inside, stamp, index, file_set)
         # uniform/time first, as v1912: its folder's mkdir finds no <time> and makes both
         (time_path, time_text), rest = uniform[0], uniform[1:]
         files = [(time_path, tuple(time_dict_calls(time_text)))]
-        for name, components, width, before, after, lists, texts in self.fields:
-            # a field's header goes down in the pieces around its time name, unjoined
-            pieces = [(before, False), (stamp, False), (after, False)]
-            for (data, payload), text in zip(lists, texts, strict=True):
-                if payload is None:
-                    payload = encode_values(data, components, fmt, width)
-                pieces += [(payload, block), (text, False)]
-            files.append((inside + name, tuple(stream_calls(pieces))))
+        for name in self.prepared.fields:
+            pieces = self.prepared.pieces(name, stamp)
+            files.append((inside + name.encode(), tuple(stream_calls(pieces))))
         files += [(path, tuple(stream_calls([(text, False)]))) for path, text in rest]
-        if self.native is not None:
-            written, made = self.native.write_time(files, self.fsync)
-        else:
-            written, made = write_files(files, self.fsync)
+        written, made = _write_time(self.native, files, self.fsync)
         return WriteCount(files=len(files), dirs=made, bytes=written)
+
+
+def _write_time(helper, files: list, fsync: bool, mkdirs: int = 1) -> tuple[int, int]:
+    """A write time's files by the C helper when it is there, else from Python."""
+    if helper is not None:
+        return helper.write_time(files, fsync, mkdirs)
+    return write_files(files, fsync, mkdirs)
 
 
 def write_uncollated(
