@@ -65,7 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from . import native
-from .files import CREATE, IOV_MAX, write_all
+from .files import CREATE, write_all
 
 #: field name -> (OpenFOAM class, value type, components per value, values per cell)
 FIELDS = {
@@ -697,51 +697,6 @@ class WriteCount:
             setattr(self, key, getattr(self, key) + getattr(other, key))
 
 
-def _write_files(files: list[tuple[str, list]], count: WriteCount, fsync: bool) -> None:
-    """Create each ``(path, parts)``: open, one ``writev`` of its parts, (fsync,) close.
-
-    Plain system calls in one loop: a field's header, its values (the
-    array's own memory, not copied) and its footer reach the kernel in one
-    call. A buffered file object per file cost a copy of the header and
-    footer, three write calls and ~20 us of Python, more than tmpfs takes to
-    create a small file. Parts are bytes or byte-format memoryviews (their
-    ``len`` is their size in bytes).
-    """
-    open_, writev, close = os.open, os.writev, os.close
-    written = 0
-    for path, parts in files:
-        fd = open_(path, CREATE, 0o666)
-        try:
-            done = writev(fd, parts) if len(parts) <= IOV_MAX else 0
-            if done != sum(map(len, parts)):
-                done = write_all(fd, parts, done)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            close(fd)
-        written += done
-    count.bytes += written
-    count.files += len(files)
-
-
-def _write_parts(path: str | Path, parts: list, count: WriteCount, fsync: bool) -> None:
-    """Create ``path`` holding ``parts`` (see :func:`_write_files`)."""
-    _write_files([(path, parts)], count, fsync)
-
-
-def make_time_dirs(root: str | Path, time: str, count: WriteCount) -> str:
-    """``<root>/<time>/uniform/functionObjects``: 3 folders, made one by one; returns the first.
-
-    Paths are strings joined once: pathlib's parsing per path cost more than
-    the mkdir itself on tmpfs.
-    """
-    folder = f"{os.fspath(root)}{os.sep}{time}"
-    for sub in TIME_DIRS:
-        os.mkdir(f"{folder}{os.sep}{sub}" if sub else folder)
-    count.dirs += len(TIME_DIRS)
-    return folder
-
-
 # ---------------------------------------------------------------- OpenFOAM's calls
 
 #: libstdc++'s std::filebuf, which OpenFOAM's OFstream writes through: BUFSIZ (8192)
@@ -750,6 +705,14 @@ def make_time_dirs(root: str | Path, time: str, count: WriteCount) -> str:
 STREAM_BUFFER, STREAM_DIRECT = 8191, 1024
 #: the entries of ``uniform/time`` v1912 hands the kernel one by one (its traced calls)
 TIME_ENTRIES = (b"name", b"index", b"deltaT", b"deltaT0")
+#: pieces the buffer holds before they are joined into one (a call of the C helper takes
+#: at most 64 buffers; many ranks' small collated blocks would hold more)
+HELD_PIECES = 32
+
+
+def _bounded(pending: list) -> list:
+    """The buffer's pieces, joined into one once there are HELD_PIECES of them."""
+    return [b"".join(pending)] if len(pending) >= HELD_PIECES else pending
 
 
 def stream_calls(pieces) -> list[tuple]:
@@ -773,7 +736,7 @@ def stream_calls(pieces) -> list[tuple]:
                 calls.append((*pending, data))
                 pending, held = [], 0
             else:
-                pending.append(data)
+                pending = _bounded([*pending, data])
                 held += size
             continue
         view, start = memoryview(data).cast("B"), 0
@@ -782,7 +745,7 @@ def stream_calls(pieces) -> list[tuple]:
             calls.append((*pending, view[start : start + room]))
             pending, held, start = [], 0, start + room
         if start < size:
-            pending.append(view[start:] if start else data)
+            pending = _bounded([*pending, view[start:] if start else data])
             held += size - start
     if pending:
         calls.append(tuple(pending))
@@ -827,7 +790,7 @@ def write_files(files, fsync: bool, mkdirs: int = 1) -> tuple[int, int]:
 
     Per file, as traced from v1912: mkdir of its folder (Foam::mkDir: on a
     network file system a round trip even when the folder exists), ``mkdirs``
-    times (the collated master asks twice), a stat of
+    times (the collated master asks twice: :class:`CollatedWriter`), a stat of
     ``<path>.gz`` and of ``<path>`` (OFstream looks for a compressed twin), open,
     one writev per call (:func:`stream_calls`), close. The C helper of
     :mod:`tierbench.native` makes the same calls without the interpreter between them.
@@ -1066,19 +1029,77 @@ def write_uncollated(
     return writer.write(time, index)
 
 
-def collated_prefix(name: str, time: str, fmt: str) -> bytes:
-    """document_001's collated header (v1912's: :func:`v1912_header` with its blocks)."""
-    return header("decomposedBlockData", time, name, fmt).encode()
+class CollatedWriter:
+    """The master's writes of ``processors<N>/<time>/``, write time after write time.
 
-
-def block_parts(block: bytes | memoryview, rank: int = 0, file_set: str = DEFAULT_FILE_SET):
-    """One rank's block in a collated file: ``List<char>`` of its bytes.
-
-    v1912 puts a ``// Processor<rank>`` line before each block.
+    Traced from v1912's simpleFoam with fileHandler collated and no write
+    thread (maxThreadFileBufferSize 0, the default of Debian's etc/controlDict):
+    the master alone touches the file system, and the other ranks only send it
+    their blocks. Per file it calls Foam::mkDir on the file's folder twice (the
+    file handler's own, then the stream's), probes ``.gz`` and the plain name,
+    opens, writes through an OFstream and closes (:func:`write_files`). A field's
+    container is streamed as its header and ``// Processor0`` line, then each
+    rank's block, a ``List<char>`` written as one block (so a block of 1024
+    bytes or more leaves with what the buffer holds: a writev per rank), and the
+    closing ``)`` at close. The ``uniform`` files are ordinary files the master
+    hands the kernel whole, one write each. v1912's container is binary in either
+    format and names its own absolute path; document_001's names the time.
     """
-    if file_set == "v1912":
-        return [f"\n\n// Processor{rank}\n\n{len(block)}\n(".encode(), block, b")"]
-    return [f"\n{len(block)}\n(".encode(), block, b")\n"]
+
+    #: Foam::mkDir calls per file: the file handler's, then the stream's
+    MKDIRS_PER_FILE = 2
+
+    def __init__(
+        self,
+        processors_dir: str | Path,
+        fmt: str,
+        fsync: bool,
+        file_set: str = DEFAULT_FILE_SET,
+        ranks: int = 1,
+    ):
+        self.root, self.fsync = os.fsencode(processors_dir), fsync
+        self.file_set, self.ranks = check_file_set(file_set), ranks
+        where = os.path.abspath(os.fspath(processors_dir))
+        self.heads = {
+            name: tuple(part.encode() for part in self._header(name, fmt, where).split(_TIME))
+            for name in FIELDS
+        }
+        self.end = FOOTER.encode() if self.file_set == "document_001" else b""
+        self.uniform = [
+            (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
+        ]
+        self.native = native.foamio()
+
+    def _header(self, name: str, fmt: str, where: str) -> str:
+        """A field's container header with the time left as a stand-in."""
+        if self.file_set == "document_001":
+            return header("decomposedBlockData", _TIME, name, fmt)
+        location = os.path.join(where, _TIME, name)
+        return v1912_header("decomposedBlockData", location, name, "binary", self.ranks)
+
+    def framed(self, rank: int, block) -> list[tuple]:
+        """One rank's block in the container, as ``(bytes-like, block)`` pieces."""
+        if self.file_set == "v1912":
+            opening, closing = f"\n\n// Processor{rank}\n\n{len(block)}\n(", b")"
+        else:
+            opening, closing = f"\n{len(block)}\n(", b")\n"
+        return [(opening.encode(), False), (block, True), (closing, False)]
+
+    def write(self, time: str, index: int, blocks: dict[str, list]) -> WriteCount:
+        """``<processors_dir>/<time>/`` from ``blocks[field][rank]`` (:meth:`RankFields.block`)."""
+        stamp = time.encode()
+        inside = self.root + os.sep.encode() + stamp + os.sep.encode()
+        uniform = _uniform_files(self.uniform, inside, stamp, index, self.file_set)
+        files = [(path, ((text,),)) for path, text in uniform[:1]]
+        for name, (before, after) in self.heads.items():
+            pieces = [(before, False), (stamp, False), (after, False)]
+            for rank, block in enumerate(blocks[name]):
+                pieces += self.framed(rank, block)
+            pieces.append((self.end, False))
+            files.append((inside + name.encode(), tuple(stream_calls(pieces))))
+        files += [(path, ((text,),)) for path, text in uniform[1:]]
+        written, made = _write_time(self.native, files, self.fsync, self.MKDIRS_PER_FILE)
+        return WriteCount(files=len(files), dirs=made, bytes=written)
 
 
 def write_collated(
@@ -1095,26 +1116,9 @@ def write_collated(
     ``blocks[field][rank]`` is that rank's block (:func:`collated_block`):
     its uncollated file, as OpenFOAM's decomposedBlockData holds it (v1912:
     the master's whole file, the others' without header and closing line).
-    The container of v1912 is binary in either format and names its own
-    absolute path. The ``uniform`` files are written once, as ordinary files.
     """
-    check_file_set(file_set)
-    count = WriteCount()
-    folder = make_time_dirs(processors_dir, time, count) + os.sep
-    for name in FIELDS:
-        path = folder + name
-        if file_set == "v1912":
-            where = os.path.abspath(path)
-            head = v1912_header("decomposedBlockData", where, name, "binary", len(blocks[name]))
-            parts, end = [head.encode()], []
-        else:
-            parts, end = [collated_prefix(name, time, fmt)], [FOOTER.encode()]
-        for rank, block in enumerate(blocks[name]):
-            parts += block_parts(block, rank, file_set)
-        _write_parts(path, parts + end, count, fsync)
-    texts = uniform_texts(time, index, fmt, file_set)
-    _write_files([(folder + rel, [text]) for rel, text in texts.items()], count, fsync)
-    return count
+    ranks = len(next(iter(blocks.values())))
+    return CollatedWriter(processors_dir, fmt, fsync, file_set, ranks).write(time, index, blocks)
 
 
 def purge(root: Path, kept: list[str], keep: int) -> WriteCount:
