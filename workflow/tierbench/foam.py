@@ -951,7 +951,7 @@ class RankFields:
         return b"".join(part for part, _ in self.pieces(name, stamp, headless))
 
 
-def _uniform_files(templates, inside: bytes, stamp: bytes, index: int, file_set: str) -> list:
+def _uniform_of_write(templates, inside: bytes, stamp: bytes, index: int, file_set: str) -> list:
     """``(path, text)`` of the ``uniform`` dictionaries of a write, ``uniform/time`` first."""
     values = {b"time": stamp, b"index": index, b"conterr": b""}
     if file_set == "v1912":
@@ -994,7 +994,7 @@ class UncollatedWriter:
         stamp = time.encode()
         inside = self.root + os.sep.encode() + stamp + os.sep.encode()
         file_set = self.prepared.file_set
-        uniform = _uniform_files(self.uniform, inside, stamp, index, file_set)
+        uniform = _uniform_of_write(self.uniform, inside, stamp, index, file_set)
         # uniform/time first, as v1912: its folder's mkdir finds no <time> and makes both
         (time_path, time_text), rest = uniform[0], uniform[1:]
         files = [(time_path, tuple(time_dict_calls(time_text)))]
@@ -1089,7 +1089,8 @@ class CollatedWriter:
         """``<processors_dir>/<time>/`` from ``blocks[field][rank]`` (:meth:`RankFields.block`)."""
         stamp = time.encode()
         inside = self.root + os.sep.encode() + stamp + os.sep.encode()
-        uniform = _uniform_files(self.uniform, inside, stamp, index, self.file_set)
+        uniform = _uniform_of_write(self.uniform, inside, stamp, index, self.file_set)
+        # uniform/time first, as v1912: its folder's mkDir finds no <time> and makes both
         files = [(path, ((text,),)) for path, text in uniform[:1]]
         for name, (before, after) in self.heads.items():
             pieces = [(before, False), (stamp, False), (after, False)]
