@@ -425,6 +425,29 @@ def test_c_helper_and_python_write_the_same_bytes(tmp_path, fmt, file_set):
     assert sum(v is not None for v in trees["c"].values()) == 3 * 3 * foam.files_per_write(file_set)
 
 
+@pytest.mark.parametrize("file_set", foam.FILE_SETS)
+def test_collated_c_helper_and_python_write_the_same_bytes(tmp_path, file_set):
+    if native.foamio() is None:
+        pytest.skip(f"the C helper is not built here: {native.status('foamio')}")
+    blocks = {
+        name: [foam.collated_block(name, fields(60, r, file_set)[name], "ascii", "7", file_set,
+                                   60, r, 3) for r in range(3)]
+        for name in FIELD_NAMES
+    }  # fmt: skip
+    root, trees = tmp_path / "processors3", {}
+    for how in ("c", "python"):  # in the same folder: v1912's container names its own path
+        root.mkdir()
+        writer = foam.CollatedWriter(root, "ascii", False, file_set, 3)
+        if how == "python":
+            writer.native = None
+        count = writer.write("7", 7, blocks)
+        assert (count.files, count.dirs) == (foam.files_per_write(file_set), 3)
+        trees[how] = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        shutil.rmtree(root)
+    assert trees["c"] == trees["python"]
+    assert len(trees["c"]) == foam.files_per_write(file_set)
+
+
 # ------------------------------------------------------------------ the workload
 
 

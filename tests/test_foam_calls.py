@@ -2,13 +2,18 @@
 
 On a local tier a stat or a failed mkdir costs a microsecond; on a network
 file system each is a round trip to the server, so the proxy's write cost
-follows the application's only if its calls do. Both are traced with
-``strace -f -c`` at the same shape (the duct, one rank, a write every
-iteration, purgeWrite 1) and without writes; the difference per write is
-compared by category (:data:`tierbench.syscalls.CATEGORIES`).
+follows the application's only if its calls do. Both are traced at the same
+shape (the duct, a write every iteration, purgeWrite 1) and the calls per
+write are compared by category (:data:`tierbench.syscalls.CATEGORIES`).
+Uncollated, one rank: ``strace -f -c`` with writes and without. Collated, two
+ranks under MPI: MPI's own pipes and sockets make a number of calls that
+varies from run to run, so there only the calls that name the output folder
+count, rank by rank.
 """
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from tierbench import foam, syscalls
-from tierbench.workloads import openfoam
+from tierbench.workloads import cfd_proxy, openfoam
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -28,6 +33,7 @@ SHAPES = (2000, 24000)
 COMPARED = ("mkdir", "stat", "open", "write", "close", "unlink")
 
 needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+needs_mpi = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec is not installed")
 
 PROXY = textwrap.dedent(
     """
@@ -96,6 +102,102 @@ def test_the_proxy_makes_simplefoams_calls_per_write(tmp_path, fmt, cells):
             assert abs(proxy[key] - real[key]) <= max(1.0, 0.05 * real[key]), (key, proxy, real)
 
 
+# ------------------------------------------------------------------ collated
+
+RANKS = 2
+#: each rank under strace, following its threads, fds shown with their paths
+TRACE_RANK = 'exec strace -f -qq -y -s 0 -e trace=%file,%desc -o "$0.$OMPI_COMM_WORLD_RANK" "$@"'
+#: a traced call's name, unless the line resumes a call already counted
+_CALL = re.compile(r"^(?:\d+\s+)?(\w+)\(")
+
+
+def calls_below(trace: Path, folder: Path) -> dict[str, int]:
+    """Calls of one trace that name a path below ``folder`` (or a file opened there)."""
+    below, table = str(folder) + os.sep, {}
+    for line in trace.read_text().splitlines():
+        call = _CALL.match(line)
+        if call and below in line:
+            entry = table.setdefault(call.group(1), {"calls": 0})
+            entry["calls"] += 1
+    return syscalls.categorise(table)
+
+
+def traced_ranks(argv: list[str], cwd: Path, env: dict, out: Path) -> list[dict[str, int]]:
+    """Each rank's calls on the case's ``processors2`` folder, ``argv`` run on RANKS ranks."""
+    launcher = cfd_proxy.launch_command("mpiexec", RANKS, 1, local=True)
+    command = [*launcher, "sh", "-c", TRACE_RANK, str(out), *argv]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stdout.decode()[-2000:] + done.stderr.decode()[-2000:]
+    folder = cwd / f"processors{RANKS}"
+    return [calls_below(Path(f"{out}.{rank}"), folder) for rank in range(RANKS)]
+
+
+def collated_per_write(runs: dict) -> list[dict[str, float]]:
+    """Per rank, the calls of a write and its purge: a write every step against one write
+    at the end (both end with one time folder kept, so reading the case, the last write
+    and what follows it cancel out)."""
+    every, last = runs[1], runs[STEPS]
+    return [
+        {key: (mine[key] - once[key]) / (STEPS - 1) for key in COMPARED}
+        for mine, once in zip(every, last, strict=True)
+    ]
+
+
+def simplefoam_collated_calls(folder: Path, fmt: str, cells: int) -> list[dict[str, float]]:
+    env, _ = openfoam.openfoam_environment(None, cfd_proxy.launch_env("mpiexec", local=True)[0])
+    runs = {}
+    for interval in (1, STEPS):
+        case = folder / f"simpleFoam-{interval}"
+        params = openfoam.with_defaults({
+            "ranks": RANKS, "steps": STEPS, "write_interval": interval, "purge_write": 1,
+            "cells_per_rank": cells, "write_format": fmt, "file_handler": "collated",
+        })  # fmt: skip
+        openfoam.write_case(case, params)
+        subprocess.run(["blockMesh"], cwd=case, env=env, check=True, capture_output=True)
+        decompose = ["decomposePar", "-force", *openfoam.handler_args(params)]
+        subprocess.run(decompose, cwd=case, env=env, check=True, capture_output=True)
+        argv = openfoam.solver_command(params)
+        runs[interval] = traced_ranks(argv, case, env, folder / f"sf-{interval}")
+    return collated_per_write(runs)
+
+
+def proxy_collated_calls(folder: Path, fmt: str, cells: int, native: bool) -> list[dict]:
+    env = cfd_proxy.launch_env("mpiexec", local=True)[0]
+    env["TIERBENCH_NATIVE"] = "1" if native else "0"
+    runs = {}
+    for interval in (1, STEPS):
+        params = {"ranks": RANKS, "steps": STEPS, "write_interval": interval, "purge_write": 1,
+                  "cells_per_rank": cells, "write_format": fmt, "file_handler": "collated",
+                  "compute_per_cell_step": 0, "warmup_steps": 0}  # fmt: skip
+        name = f"proxy-{native}-{interval}"
+        case = folder / name
+        case.mkdir()
+        config = json.dumps(cfd_proxy.writer_config(params))
+        argv = [sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
+                "--config", config, "--out", str(folder / f"{name}.json")]  # fmt: skip
+        runs[interval] = traced_ranks(argv, case, env, folder / name)
+    return collated_per_write(runs)
+
+
+@needs_strace
+@needs_mpi
+@pytest.mark.parametrize("cells", SHAPES)
+@pytest.mark.parametrize("fmt", ["binary", "ascii"])
+def test_collated_the_proxy_makes_simplefoams_calls_per_write(tmp_path, fmt, cells):
+    """The master makes every file (v1912: two mkDir per file, the .gz probe, one write per
+    rank's block); the other rank only sends its blocks."""
+    if shutil.which("simpleFoam") is None:
+        pytest.skip("simpleFoam is not installed (apt-get install -y openfoam)")
+    real = simplefoam_collated_calls(tmp_path, fmt, cells)
+    assert real[0]["open"] >= foam.FILES_PER_WRITE, real  # the master writes the files
+    for native in (True, False):
+        proxy = proxy_collated_calls(tmp_path, fmt, cells, native)
+        for rank in range(RANKS):
+            for key in COMPARED:
+                mine, theirs = proxy[rank][key], real[rank][key]
+                assert abs(mine - theirs) <= max(1.0, 0.05 * theirs), (rank, key, proxy, real)
+
+
 def joined(calls) -> bytes:
     return b"".join(bytes(part) for call in calls for part in call)
 
@@ -127,3 +229,50 @@ def test_uniform_time_goes_down_entry_by_entry_as_v1912_writes_it():
     starts = [bytes(call[0][:8]) for call in calls[1:]]
     assert starts == [b"\nname   ", b"\nindex  ", b"\ndeltaT ", b"\ndeltaT0", b"\n\n// ***"]
     assert bytes(calls[0][0]).rstrip().endswith(b"value           4;")
+
+
+def collated_calls(folder: Path, blocks: dict, monkeypatch) -> tuple[dict, int]:
+    """The calls the collated master hands the file writer per file, and its mkDir count."""
+    made = []
+
+    def keep(helper, files, fsync, mkdirs=1):
+        made.append((files, mkdirs))
+        return 0, 0
+
+    monkeypatch.setattr(foam, "_write_time", keep)
+    ranks = len(blocks["p"])
+    foam.CollatedWriter(folder, "binary", False, "v1912", ranks).write("3", 3, blocks)
+    ((files, mkdirs),) = made
+    return {
+        os.path.relpath(os.fsdecode(path), folder / "3"): calls for path, calls in files
+    }, mkdirs
+
+
+def test_a_collated_field_is_a_call_per_rank_block_then_its_closing_bracket(tmp_path, monkeypatch):
+    blocks = {name: [bytes(5000), bytes(3000)] for name in foam.FIELDS}
+    files, mkdirs = collated_calls(tmp_path, blocks, monkeypatch)
+    assert mkdirs == 2  # the file handler's Foam::mkDir, then the stream's
+    second = len(b")\n\n// Processor1\n\n3000\n(") + 3000
+    for name in foam.FIELDS:
+        sizes = [sum(map(len, call)) for call in files[name]]
+        assert sizes[1:] == [second, 1] and sizes[0] > 5000
+    for name in foam.uniform_files():
+        assert len(files[name]) == 1  # handed over whole
+
+
+def test_collated_blocks_below_1024_bytes_wait_in_the_buffer(tmp_path, monkeypatch):
+    blocks = {name: [bytes(5000), bytes(500), bytes(500)] for name in foam.FIELDS}
+    files, _ = collated_calls(tmp_path, blocks, monkeypatch)
+    assert [len(files["U"]), sum(map(len, files["U"][-1]))] == [2, 2 * (500 + 23) + 1]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_many_ranks_small_blocks_stay_within_a_calls_buffers(tmp_path, native):
+    blocks = {name: [bytes([rank % 256]) * 40 for rank in range(300)] for name in foam.FIELDS}
+    writer = foam.CollatedWriter(tmp_path, "binary", False, "v1912", 300)
+    if not native:
+        writer.native = None
+    count = writer.write("1", 1, blocks)
+    assert (count.files, count.dirs) == (foam.FILES_PER_WRITE, 3)
+    _, found = foam.read_collated((tmp_path / "1" / "U").read_bytes())
+    assert found == blocks["U"]

@@ -239,9 +239,10 @@ def run(
         root.mkdir(parents=True, exist_ok=True)
     # the solver updates its fields in place, so the writer prepares their files once
     # (and loads its C helper) before the ranks start together
-    writer = None
-    if not collated:
-        fields = solver.fields(static)
+    fields = solver.fields(static)
+    if collated:
+        writer = CollatedOutput(comm, root, fields, fmt, fsync, file_set)
+    else:
         writer = foam.UncollatedWriter(root, fields, fmt, fsync, file_set, rank, size)
     for _ in range(config.get("warmup_steps", 0)):  # untimed: caches, clocks, first sweeps
         solver.step()
@@ -264,13 +265,7 @@ def run(
         if step in writes:
             write_start = time.perf_counter()
             tname = foam.time_name(step)
-            if collated:
-                fields = solver.fields(static)
-                done = write_collated_step(
-                    comm, root, tname, step, fields, fmt, fsync, file_set, cells
-                )
-            else:
-                done = writer.write(tname, step)
+            done = writer.write(tname, step)
             if rank == 0 or not collated:
                 kept.append(tname)
                 if purge_keep:
@@ -313,28 +308,39 @@ def run(
     return result
 
 
-def write_collated_step(
-    comm, root: Path, tname: str, index: int, fields, fmt, fsync, file_set, cells
-):
-    """Each rank serialises its blocks, the master gathers them and writes the files."""
-    rank, size = comm.Get_rank(), comm.Get_size()
-    blocks = {}
-    for name in foam.FIELDS:
-        block = foam.collated_block(name, fields[name], fmt, tname, file_set, cells, rank, size)
+class CollatedOutput:
+    """A rank's part of the collated writes: its blocks go to the master, which makes the files.
+
+    As v1912 without a write thread: every rank serialises each field into one
+    block, the master gathers the blocks (their sizes, then their bytes) and
+    writes the time folder (:class:`tierbench.foam.CollatedWriter`); the other
+    ranks touch no file.
+    """
+
+    def __init__(self, comm, root: Path, fields, fmt: str, fsync: bool, file_set: str):
+        rank, size = comm.Get_rank(), comm.Get_size()
+        self.comm, self.master = comm, rank == 0
+        self.prepared = foam.RankFields(fields, fmt, file_set, rank, size)
+        self.writer = foam.CollatedWriter(root, fmt, fsync, file_set, size) if self.master else None
+
+    def write(self, tname: str, index: int) -> foam.WriteCount:
+        stamp = tname.encode()
+        blocks = {name: self.gather(self.prepared.block(name, stamp)) for name in foam.FIELDS}
+        if not self.master:
+            return foam.WriteCount()
+        return self.writer.write(tname, index, blocks)
+
+    def gather(self, block: bytes) -> list | None:
+        """Every rank's block, on the master (None on the other ranks)."""
         local = np.frombuffer(block, dtype=np.uint8)
-        sizes = comm.gather(local.size, root=0)
-        if rank == 0:
-            buffer = np.empty(sum(sizes), dtype=np.uint8)
-            comm.Gatherv(local, (buffer, sizes), root=0)
-            offsets = np.concatenate([[0], np.cumsum(sizes)])
-            blocks[name] = [
-                memoryview(buffer[offsets[i] : offsets[i + 1]]) for i in range(len(sizes))
-            ]
-        else:
-            comm.Gatherv(local, None, root=0)
-    if rank != 0:
-        return foam.WriteCount()
-    return foam.write_collated(root, tname, index, blocks, fmt, fsync, file_set)
+        sizes = self.comm.gather(local.size, root=0)
+        if not self.master:
+            self.comm.Gatherv(local, None, root=0)
+            return None
+        buffer = np.empty(sum(sizes), dtype=np.uint8)
+        self.comm.Gatherv(local, (buffer, sizes), root=0)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        return [memoryview(buffer[offsets[i] : offsets[i + 1]]) for i in range(len(sizes))]
 
 
 def write_cost(step_times: np.ndarray, write_mask: np.ndarray) -> dict:
@@ -392,9 +398,7 @@ def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time
         "on_disk": list(on_disk),
         "problems": problems,
         # who made the files: the C helper ("c") or Python, and why (tierbench.native)
-        "file_writer": "python (collated)"
-        if config["file_handler"] == "collated"
-        else native.status("foamio"),
+        "file_writer": native.status("foamio"),
     }
     return result
 

@@ -65,7 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from . import native
-from .files import CREATE, IOV_MAX, write_all
+from .files import CREATE, write_all
 
 #: field name -> (OpenFOAM class, value type, components per value, values per cell)
 FIELDS = {
@@ -656,20 +656,10 @@ def field_parts(
     ``headless``: as a collated block of a rank other than the master holds
     it in v1912 (no header, no closing line).
     """
-    components = FIELDS[name][2]
     if cells is None:
         cells = _cells_of(name, data, file_set)
-    layout = field_layout(name, np.size(data) // components, cells, fmt, file_set, rank, ranks)
-    width = number_width(name, file_set)
-    before, after = layout.head
-    parts = [] if headless else [before, time.encode(), after]
-    parts.append(layout.texts[0])
-    for (source, n), text in zip(layout.slots, layout.texts[1:], strict=True):
-        values = data if source < 0 else patch_values(data, n, components)
-        parts += [encode_values(values, components, fmt, width), text]
-    if headless and layout.tail:
-        parts[-1] = parts[-1][: -layout.tail]
-    return parts
+    prepared = RankFields({name: data}, fmt, file_set, rank, ranks, cells)
+    return [part for part, _ in prepared.pieces(name, time.encode(), headless)]
 
 
 def collated_block(
@@ -683,9 +673,10 @@ def collated_block(
     ranks: int = 1,
 ) -> bytes:
     """A rank's block of a collated field file: its file (v1912: headless unless the master)."""
-    headless = file_set == "v1912" and rank != 0
-    parts = field_parts(name, data, fmt, time, file_set, cells, rank, ranks, headless)
-    return b"".join(bytes(part) for part in parts)
+    if cells is None:
+        cells = _cells_of(name, data, file_set)
+    prepared = RankFields({name: data}, fmt, file_set, rank, ranks, cells)
+    return prepared.block(name, time.encode())
 
 
 # ---------------------------------------------------------------- writing
@@ -706,51 +697,6 @@ class WriteCount:
             setattr(self, key, getattr(self, key) + getattr(other, key))
 
 
-def _write_files(files: list[tuple[str, list]], count: WriteCount, fsync: bool) -> None:
-    """Create each ``(path, parts)``: open, one ``writev`` of its parts, (fsync,) close.
-
-    Plain system calls in one loop: a field's header, its values (the
-    array's own memory, not copied) and its footer reach the kernel in one
-    call. A buffered file object per file cost a copy of the header and
-    footer, three write calls and ~20 us of Python, more than tmpfs takes to
-    create a small file. Parts are bytes or byte-format memoryviews (their
-    ``len`` is their size in bytes).
-    """
-    open_, writev, close = os.open, os.writev, os.close
-    written = 0
-    for path, parts in files:
-        fd = open_(path, CREATE, 0o666)
-        try:
-            done = writev(fd, parts) if len(parts) <= IOV_MAX else 0
-            if done != sum(map(len, parts)):
-                done = write_all(fd, parts, done)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            close(fd)
-        written += done
-    count.bytes += written
-    count.files += len(files)
-
-
-def _write_parts(path: str | Path, parts: list, count: WriteCount, fsync: bool) -> None:
-    """Create ``path`` holding ``parts`` (see :func:`_write_files`)."""
-    _write_files([(path, parts)], count, fsync)
-
-
-def make_time_dirs(root: str | Path, time: str, count: WriteCount) -> str:
-    """``<root>/<time>/uniform/functionObjects``: 3 folders, made one by one; returns the first.
-
-    Paths are strings joined once: pathlib's parsing per path cost more than
-    the mkdir itself on tmpfs.
-    """
-    folder = f"{os.fspath(root)}{os.sep}{time}"
-    for sub in TIME_DIRS:
-        os.mkdir(f"{folder}{os.sep}{sub}" if sub else folder)
-    count.dirs += len(TIME_DIRS)
-    return folder
-
-
 # ---------------------------------------------------------------- OpenFOAM's calls
 
 #: libstdc++'s std::filebuf, which OpenFOAM's OFstream writes through: BUFSIZ (8192)
@@ -759,6 +705,14 @@ def make_time_dirs(root: str | Path, time: str, count: WriteCount) -> str:
 STREAM_BUFFER, STREAM_DIRECT = 8191, 1024
 #: the entries of ``uniform/time`` v1912 hands the kernel one by one (its traced calls)
 TIME_ENTRIES = (b"name", b"index", b"deltaT", b"deltaT0")
+#: pieces the buffer holds before they are joined into one (a call of the C helper takes
+#: at most 64 buffers; many ranks' small collated blocks would hold more)
+HELD_PIECES = 32
+
+
+def _bounded(pending: list) -> list:
+    """The buffer's pieces, joined into one once there are HELD_PIECES of them."""
+    return [b"".join(pending)] if len(pending) >= HELD_PIECES else pending
 
 
 def stream_calls(pieces) -> list[tuple]:
@@ -782,7 +736,7 @@ def stream_calls(pieces) -> list[tuple]:
                 calls.append((*pending, data))
                 pending, held = [], 0
             else:
-                pending.append(data)
+                pending = _bounded([*pending, data])
                 held += size
             continue
         view, start = memoryview(data).cast("B"), 0
@@ -791,7 +745,7 @@ def stream_calls(pieces) -> list[tuple]:
             calls.append((*pending, view[start : start + room]))
             pending, held, start = [], 0, start + room
         if start < size:
-            pending.append(view[start:] if start else data)
+            pending = _bounded([*pending, view[start:] if start else data])
             held += size - start
     if pending:
         calls.append(tuple(pending))
@@ -831,11 +785,12 @@ def foam_mkdir(path: bytes) -> int:
     return made + 1
 
 
-def write_files(files, fsync: bool) -> tuple[int, int]:
+def write_files(files, fsync: bool, mkdirs: int = 1) -> tuple[int, int]:
     """Make each ``(path, calls)`` with OFstream's system calls; (bytes written, folders made).
 
     Per file, as traced from v1912: mkdir of its folder (Foam::mkDir: on a
-    network file system a round trip even when the folder exists), a stat of
+    network file system a round trip even when the folder exists), ``mkdirs``
+    times (the collated master asks twice: :class:`CollatedWriter`), a stat of
     ``<path>.gz`` and of ``<path>`` (OFstream looks for a compressed twin), open,
     one writev per call (:func:`stream_calls`), close. The C helper of
     :mod:`tierbench.native` makes the same calls without the interpreter between them.
@@ -843,7 +798,7 @@ def write_files(files, fsync: bool) -> tuple[int, int]:
     written = made = 0
     for path, calls in files:
         folder = os.path.dirname(path)
-        if folder:
+        for _ in range(mkdirs if folder else 0):
             made += foam_mkdir(folder)
         for probe in (path + b".gz", path):
             try:
@@ -898,25 +853,121 @@ def _static_payload(values: np.ndarray, fmt: str) -> memoryview | None:
     return memoryview(array).cast("B") if array is values else None
 
 
+@dataclass(frozen=True)
+class _PreparedField:
+    """A field's file with what is the same at every write made once."""
+
+    components: int
+    width: int
+    layout: Layout
+    #: the header after the time name, then the body's first text
+    opening: bytes
+    #: per list of values: (the values, their bytes when a view of them serves, else None)
+    lists: tuple
+    #: the texts after each list; a headless block's last one without the closing line
+    texts: tuple[bytes, ...]
+    headless_texts: tuple[bytes, ...]
+
+
+class RankFields:
+    """One rank's fields as its field files lay them out, prepared once for every write.
+
+    What is the same at every write is prepared once: each field's text on
+    either side of its time name and between its lists of values
+    (internalField, boundary patches), and, in binary, a view of each list's
+    memory (little-endian doubles, C order; a patch's values are a view of the
+    first values of its field, or a copy made once when the patch has more
+    faces than the field values). The solver updates its arrays in place, so
+    the views show the values of the moment; ascii values (and arrays of
+    another type) are encoded anew at every write. Uncollated, a field file is
+    streamed in these pieces (:meth:`pieces`); collated, each rank hands the
+    master its file as one block (:meth:`block`).
+
+    The rank's cells are p's values unless given; ``rank`` and ``ranks`` place
+    its block in the duct (which boundary patches it has).
+    """
+
+    def __init__(
+        self,
+        fields: dict[str, np.ndarray],
+        fmt: str,
+        file_set: str = DEFAULT_FILE_SET,
+        rank: int = 0,
+        ranks: int = 1,
+        cells: int | None = None,
+    ):
+        self.fmt, self.file_set, self.rank = fmt, check_file_set(file_set), rank
+        cells = int(np.size(fields["p"])) if cells is None else cells
+        self.fields: dict[str, _PreparedField] = {}
+        for name, (_, _, components, _) in FIELDS.items():
+            if name in fields:
+                self.fields[name] = self._prepare(name, fields[name], cells, ranks, components)
+
+    def _prepare(self, name, data, cells: int, ranks: int, components: int) -> _PreparedField:
+        fmt, file_set = self.fmt, self.file_set
+        count = np.size(data) // components
+        layout = field_layout(name, count, cells, fmt, file_set, self.rank, ranks)
+        lists = []
+        for source, n in layout.slots:
+            values = data if source < 0 else patch_values(data, n, components)
+            lists.append((values, _static_payload(values, fmt)))
+        texts = layout.texts[1:]
+        headless = (*texts[:-1], texts[-1][: -layout.tail]) if layout.tail else texts
+        return _PreparedField(
+            components,
+            number_width(name, file_set),
+            layout,
+            layout.head[1] + layout.texts[0],
+            tuple(lists),
+            texts,
+            headless,
+        )
+
+    def pieces(self, name: str, stamp: bytes, headless: bool = False) -> list[tuple]:
+        """A field file as ``(bytes-like, block)`` in the order the solver streams it.
+
+        Its header goes down in the pieces around the time name, unjoined; a
+        binary list is a block (one write of its memory), ascii numbers are
+        streamed text. ``headless``: no header and no closing line (v1912's
+        collated block of a rank other than the master).
+        """
+        field, fmt = self.fields[name], self.fmt
+        block = fmt == "binary"
+        if headless:
+            pieces, texts = [(field.layout.texts[0], False)], field.headless_texts
+        else:
+            before = field.layout.head[0]
+            pieces, texts = [(before, False), (stamp, False), (field.opening, False)], field.texts
+        for (data, payload), text in zip(field.lists, texts, strict=True):
+            if payload is None:
+                payload = encode_values(data, field.components, fmt, field.width)
+            pieces += [(payload, block), (text, False)]
+        return pieces
+
+    def block(self, name: str, stamp: bytes) -> bytes:
+        """This rank's block of a collated field file: its whole file, which v1912 leaves
+        headless on every rank but the master."""
+        headless = self.file_set == "v1912" and self.rank != 0
+        return b"".join(part for part, _ in self.pieces(name, stamp, headless))
+
+
+def _uniform_of_write(templates, inside: bytes, stamp: bytes, index: int, file_set: str) -> list:
+    """``(path, text)`` of the ``uniform`` dictionaries of a write, ``uniform/time`` first."""
+    values = {b"time": stamp, b"index": index, b"conterr": b""}
+    if file_set == "v1912":
+        values[b"conterr"] = cumulative_cont_err(index).encode()
+    return [(inside + path, template % values) for path, template in templates]
+
+
 class UncollatedWriter:
     """One rank's writes of the same fields, write time after write time (uncollated).
 
-    What is the same at every write is prepared once: the file names, each
-    field's text on either side of its time name and between its lists of
-    values (internalField, boundary patches), and, in binary, a view of each
-    list's memory (little-endian doubles, C order; a patch's values are a
-    view of the first values of its field, or a copy made once when the patch
-    has more faces than the field values). The solver updates its arrays in
-    place, so the views show the values of the moment; ascii values (and
-    arrays of another type) are encoded anew at every write. Per write: the
-    three folders and the 9 files (document_001: 8) with the system calls v1912's
+    The fields are prepared once (:class:`RankFields`). Per write: the three
+    folders and the 9 files (document_001: 8) with the system calls v1912's
     OFstream makes (:func:`write_files`, :func:`stream_calls`), by the C helper of
     :mod:`tierbench.native` in one call where it builds, else from Python. With
     1-cell fields on tmpfs the Python between the calls cost about as much as the
     calls.
-
-    The rank's cells are p's values; ``rank`` and ``ranks`` place its block in
-    the duct (which boundary patches it has).
     """
 
     def __init__(
@@ -930,30 +981,8 @@ class UncollatedWriter:
         ranks: int = 1,
     ):
         # paths as bytes: os calls take them as they are, a str is encoded at every call
-        self.root, self.fmt, self.fsync = os.fsencode(processor_dir), fmt, fsync
-        self.file_set = check_file_set(file_set)
-        cells = int(np.size(fields["p"]))
-        self.fields = []
-        for name, (_, _, components, _) in FIELDS.items():
-            data = fields[name]
-            count = np.size(data) // components
-            layout = field_layout(name, count, cells, fmt, file_set, rank, ranks)
-            lists = []
-            for source, n in layout.slots:
-                values = data if source < 0 else patch_values(data, n, components)
-                lists.append((values, _static_payload(values, fmt)))
-            before, after = layout.head
-            self.fields.append(
-                (
-                    name.encode(),
-                    components,
-                    number_width(name, file_set),
-                    before,
-                    after + layout.texts[0],  # the header after the time, then the body's start
-                    tuple(lists),
-                    layout.texts[1:],
-                )
-            )
+        self.root, self.fsync = os.fsencode(processor_dir), fsync
+        self.prepared = RankFields(fields, fmt, file_set, rank, ranks)
         self.uniform = [
             (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
         ]
@@ -964,29 +993,24 @@ class UncollatedWriter:
         """``<processor_dir>/<time>/`` with its 9 files (document_001: 8), OFstream's calls."""
         stamp = time.encode()
         inside = self.root + os.sep.encode() + stamp + os.sep.encode()
-        fmt = self.fmt
-        block = fmt == "binary"  # a binary list is one write; ascii numbers are streamed
-        values = {b"time": stamp, b"index": index, b"conterr": b""}
-        if self.file_set == "v1912":
-            values[b"conterr"] = cumulative_cont_err(index).encode()
-        uniform = [(inside + path, template % values) for path, template in self.uniform]
+        file_set = self.prepared.file_set
+        uniform = _uniform_of_write(self.uniform, inside, stamp, index, file_set)
         # uniform/time first, as v1912: its folder's mkdir finds no <time> and makes both
         (time_path, time_text), rest = uniform[0], uniform[1:]
         files = [(time_path, tuple(time_dict_calls(time_text)))]
-        for name, components, width, before, after, lists, texts in self.fields:
-            # a field's header goes down in the pieces around its time name, unjoined
-            pieces = [(before, False), (stamp, False), (after, False)]
-            for (data, payload), text in zip(lists, texts, strict=True):
-                if payload is None:
-                    payload = encode_values(data, components, fmt, width)
-                pieces += [(payload, block), (text, False)]
-            files.append((inside + name, tuple(stream_calls(pieces))))
+        for name in self.prepared.fields:
+            pieces = self.prepared.pieces(name, stamp)
+            files.append((inside + name.encode(), tuple(stream_calls(pieces))))
         files += [(path, tuple(stream_calls([(text, False)]))) for path, text in rest]
-        if self.native is not None:
-            written, made = self.native.write_time(files, self.fsync)
-        else:
-            written, made = write_files(files, self.fsync)
+        written, made = _write_time(self.native, files, self.fsync)
         return WriteCount(files=len(files), dirs=made, bytes=written)
+
+
+def _write_time(helper, files: list, fsync: bool, mkdirs: int = 1) -> tuple[int, int]:
+    """A write time's files by the C helper when it is there, else from Python."""
+    if helper is not None:
+        return helper.write_time(files, fsync, mkdirs)
+    return write_files(files, fsync, mkdirs)
 
 
 def write_uncollated(
@@ -1005,19 +1029,78 @@ def write_uncollated(
     return writer.write(time, index)
 
 
-def collated_prefix(name: str, time: str, fmt: str) -> bytes:
-    """document_001's collated header (v1912's: :func:`v1912_header` with its blocks)."""
-    return header("decomposedBlockData", time, name, fmt).encode()
+class CollatedWriter:
+    """The master's writes of ``processors<N>/<time>/``, write time after write time.
 
-
-def block_parts(block: bytes | memoryview, rank: int = 0, file_set: str = DEFAULT_FILE_SET):
-    """One rank's block in a collated file: ``List<char>`` of its bytes.
-
-    v1912 puts a ``// Processor<rank>`` line before each block.
+    Traced from v1912's simpleFoam with fileHandler collated and no write
+    thread (maxThreadFileBufferSize 0, the default of Debian's etc/controlDict):
+    the master alone touches the file system, and the other ranks only send it
+    their blocks. Per file it calls Foam::mkDir on the file's folder twice (the
+    file handler's own, then the stream's), probes ``.gz`` and the plain name,
+    opens, writes through an OFstream and closes (:func:`write_files`). A field's
+    container is streamed as its header and ``// Processor0`` line, then each
+    rank's block, a ``List<char>`` written as one block (so a block of 1024
+    bytes or more leaves with what the buffer holds: a writev per rank), and the
+    closing ``)`` at close. The ``uniform`` files are ordinary files the master
+    hands the kernel whole, one write each. v1912's container is binary in either
+    format and names its own absolute path; document_001's names the time.
     """
-    if file_set == "v1912":
-        return [f"\n\n// Processor{rank}\n\n{len(block)}\n(".encode(), block, b")"]
-    return [f"\n{len(block)}\n(".encode(), block, b")\n"]
+
+    #: Foam::mkDir calls per file: the file handler's, then the stream's
+    MKDIRS_PER_FILE = 2
+
+    def __init__(
+        self,
+        processors_dir: str | Path,
+        fmt: str,
+        fsync: bool,
+        file_set: str = DEFAULT_FILE_SET,
+        ranks: int = 1,
+    ):
+        self.root, self.fsync = os.fsencode(processors_dir), fsync
+        self.file_set, self.ranks = check_file_set(file_set), ranks
+        where = os.path.abspath(os.fspath(processors_dir))
+        self.heads = {
+            name: tuple(part.encode() for part in self._header(name, fmt, where).split(_TIME))
+            for name in FIELDS
+        }
+        self.end = FOOTER.encode() if self.file_set == "document_001" else b""
+        self.uniform = [
+            (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
+        ]
+        self.native = native.foamio()
+
+    def _header(self, name: str, fmt: str, where: str) -> str:
+        """A field's container header with the time left as a stand-in."""
+        if self.file_set == "document_001":
+            return header("decomposedBlockData", _TIME, name, fmt)
+        location = os.path.join(where, _TIME, name)
+        return v1912_header("decomposedBlockData", location, name, "binary", self.ranks)
+
+    def framed(self, rank: int, block) -> list[tuple]:
+        """One rank's block in the container, as ``(bytes-like, block)`` pieces."""
+        if self.file_set == "v1912":
+            opening, closing = f"\n\n// Processor{rank}\n\n{len(block)}\n(", b")"
+        else:
+            opening, closing = f"\n{len(block)}\n(", b")\n"
+        return [(opening.encode(), False), (block, True), (closing, False)]
+
+    def write(self, time: str, index: int, blocks: dict[str, list]) -> WriteCount:
+        """``<processors_dir>/<time>/`` from ``blocks[field][rank]`` (:meth:`RankFields.block`)."""
+        stamp = time.encode()
+        inside = self.root + os.sep.encode() + stamp + os.sep.encode()
+        uniform = _uniform_of_write(self.uniform, inside, stamp, index, self.file_set)
+        # uniform/time first, as v1912: its folder's mkDir finds no <time> and makes both
+        files = [(path, ((text,),)) for path, text in uniform[:1]]
+        for name, (before, after) in self.heads.items():
+            pieces = [(before, False), (stamp, False), (after, False)]
+            for rank, block in enumerate(blocks[name]):
+                pieces += self.framed(rank, block)
+            pieces.append((self.end, False))
+            files.append((inside + name.encode(), tuple(stream_calls(pieces))))
+        files += [(path, ((text,),)) for path, text in uniform[1:]]
+        written, made = _write_time(self.native, files, self.fsync, self.MKDIRS_PER_FILE)
+        return WriteCount(files=len(files), dirs=made, bytes=written)
 
 
 def write_collated(
@@ -1034,26 +1117,9 @@ def write_collated(
     ``blocks[field][rank]`` is that rank's block (:func:`collated_block`):
     its uncollated file, as OpenFOAM's decomposedBlockData holds it (v1912:
     the master's whole file, the others' without header and closing line).
-    The container of v1912 is binary in either format and names its own
-    absolute path. The ``uniform`` files are written once, as ordinary files.
     """
-    check_file_set(file_set)
-    count = WriteCount()
-    folder = make_time_dirs(processors_dir, time, count) + os.sep
-    for name in FIELDS:
-        path = folder + name
-        if file_set == "v1912":
-            where = os.path.abspath(path)
-            head = v1912_header("decomposedBlockData", where, name, "binary", len(blocks[name]))
-            parts, end = [head.encode()], []
-        else:
-            parts, end = [collated_prefix(name, time, fmt)], [FOOTER.encode()]
-        for rank, block in enumerate(blocks[name]):
-            parts += block_parts(block, rank, file_set)
-        _write_parts(path, parts + end, count, fsync)
-    texts = uniform_texts(time, index, fmt, file_set)
-    _write_files([(folder + rel, [text]) for rel, text in texts.items()], count, fsync)
-    return count
+    ranks = len(next(iter(blocks.values())))
+    return CollatedWriter(processors_dir, fmt, fsync, file_set, ranks).write(time, index, blocks)
 
 
 def purge(root: Path, kept: list[str], keep: int) -> WriteCount:

@@ -1,6 +1,6 @@
-/* _foamio: one write time of an uncollated OpenFOAM rank, in one call from Python.
+/* _foamio: one write time of an OpenFOAM writer, in one call from Python.
  *
- * write_time(files, fsync) -> (bytes written, folders made)
+ * write_time(files, fsync, mkdirs=1) -> (bytes written, folders made)
  *
  *   files   list or tuple of (bytes path, calls): each file is made as OpenFOAM's
  *           OFstream makes it (tierbench.foam.write_files says which calls and why):
@@ -9,6 +9,7 @@
  *           with O_TRUNC, then one writev per entry of calls (a tuple of buffers:
  *           what libstdc++'s filebuf hands the kernel at once), close
  *   fsync   true: fsync every file before closing it
+ *   mkdirs  Foam::mkDir calls on each file's folder (the collated master makes two)
  *
  * The same system calls tierbench.foam makes in Python, with no interpreter
  * between them: with 1-cell fields on tmpfs the Python around the calls cost
@@ -83,7 +84,8 @@ static Py_ssize_t gather(PyObject *call, Py_buffer *views, struct iovec *iov) {
 }
 
 /* one file: folder, probes, open, one writev per call, fsync, close; -1 with a Python error */
-static Py_ssize_t write_one(const char *file, PyObject *calls, int sync_file, int *made) {
+static Py_ssize_t write_one(const char *file, PyObject *calls, int sync_file, int mkdirs,
+                            int *made) {
     char folder[PATH_MAX];
     const char *slash = strrchr(file, '/');
     if (slash != NULL && slash != file) {
@@ -94,15 +96,17 @@ static Py_ssize_t write_one(const char *file, PyObject *calls, int sync_file, in
         }
         memcpy(folder, file, len);
         folder[len] = '\0';
-        int done;
-        Py_BEGIN_ALLOW_THREADS
-        done = foam_mkdir(folder);
-        Py_END_ALLOW_THREADS
-        if (done < 0) {
-            raise_for(folder);
-            return -1;
+        for (int k = 0; k < mkdirs; k++) {
+            int done;
+            Py_BEGIN_ALLOW_THREADS
+            done = foam_mkdir(folder);
+            Py_END_ALLOW_THREADS
+            if (done < 0) {
+                raise_for(folder);
+                return -1;
+            }
+            *made += done;
         }
-        *made += done;
     }
     int fd;
     Py_BEGIN_ALLOW_THREADS
@@ -145,8 +149,8 @@ static Py_ssize_t write_one(const char *file, PyObject *calls, int sync_file, in
 
 static PyObject *write_time(PyObject *self, PyObject *args) {
     PyObject *files;
-    int fsync_files;
-    if (!PyArg_ParseTuple(args, "Op", &files, &fsync_files)) return NULL;
+    int fsync_files, mkdirs = 1;
+    if (!PyArg_ParseTuple(args, "Op|i", &files, &fsync_files, &mkdirs)) return NULL;
     if (!PyList_Check(files) && !PyTuple_Check(files))
         return PyErr_Format(PyExc_TypeError, "files must be a list or a tuple");
     Py_ssize_t written = 0;
@@ -157,7 +161,7 @@ static PyObject *write_time(PyObject *self, PyObject *args) {
             !PyBytes_Check(name = PyTuple_GET_ITEM(entry, 0)) ||
             !PyTuple_Check(calls = PyTuple_GET_ITEM(entry, 1)))
             return PyErr_Format(PyExc_TypeError, "files hold (bytes path, tuple of calls)");
-        Py_ssize_t done = write_one(PyBytes_AS_STRING(name), calls, fsync_files, &made);
+        Py_ssize_t done = write_one(PyBytes_AS_STRING(name), calls, fsync_files, mkdirs, &made);
         if (done < 0) return NULL;
         written += done;
     }
