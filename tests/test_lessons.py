@@ -159,14 +159,7 @@ def _cliff_with_synced_limit():
 
 
 def _cfd_with_openfoam():
-    rows = []
-    for workload in ("cfd_proxy", "openfoam"):
-        for tier, values in {"disk": (0.20, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}.items():
-            for (interval, ensemble), value in zip([(1, 1), (100, 1), (1, 2)], values, strict=True):
-                params = {"write_interval": interval, "ensemble": ensemble, "ranks": 1,
-                          "file_handler": "uncollated", "cells_per_rank": 1000}  # fmt: skip
-                rows.append((workload, "single_vs_ensemble", tier, "time_per_step", value, params))
-    return S.study(rows)
+    return S.study(S.cfd_with_openfoam_rows())
 
 
 def _fe_with_calculix():
