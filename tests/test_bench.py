@@ -243,7 +243,9 @@ def tiny_run(tmp_path_factory):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        # item 9 waits for the machine's cluster lock, which tests/test_slurm.py may hold
+        # for its whole file (about 10 minutes on 2 busy cores) on the other worker
+        timeout=1500,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return done.stdout, json.loads(out.read_text())
