@@ -163,17 +163,7 @@ def _cfd_with_openfoam():
 
 
 def _fe_with_calculix():
-    rw = {"rw": "randrw", "io_mode": "fsync"}
-    return S.study(
-        [
-            ("fio", "worst_case", "shm", "write_bandwidth", 600, rw),
-            ("fio", "worst_case", "disk", "write_bandwidth", 3, rw),
-            ("fe_proxy", "optimisation", "shm", "wall_time", 10.0, {"cores": 2}),
-            ("fe_proxy", "optimisation", "disk", "wall_time", 10.5, {"cores": 2}),
-            ("calculix", "real", "shm", "wall_time", 10.0, {"cores": 2}),
-            ("calculix", "real", "disk", "wall_time", 40.0, {"cores": 2}),
-        ]
-    )
+    return S.study(S.fe_with_calculix_rows())
 
 
 def _network(fast, network, slower, recorded):
