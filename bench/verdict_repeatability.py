@@ -276,11 +276,13 @@ def repeatability(
     keep=None,
     cluster=False,
     earlier=(),
+    commit="",
 ):
+    """``commit`` names the kept runs (:func:`pipeline_commit`)."""
     walls, verdicts = [], list(earlier)
     # every run copies one snapshot taken now: a run takes up to hours, and edits made in the
     # checkout meanwhile must not reach the later runs of what is measured as one pipeline
-    snapshot, commit = copy_pipeline(scratch, "snapshot"), git("rev-parse", "HEAD")
+    snapshot = copy_pipeline(scratch, "snapshot")
     with ExitStack() as stack:
         if cluster:
             stack.enter_context(cluster_up())
@@ -325,9 +327,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs + len(args.earlier) < 2 and args.keep is None:
         raise SystemExit("--runs: at least 2 runs to compare, counting --earlier ones, or --keep")
-    earlier = earlier_runs(args.earlier, pipeline_commit()) if args.earlier else []
-    if args.keep is not None:
-        pipeline_commit()  # a kept run is named by its commit: refuse uncommitted edits
+    # runs kept or joined are named by their commit: uncommitted edits are refused
+    commit = pipeline_commit() if args.earlier or args.keep is not None else ""
+    earlier = earlier_runs(args.earlier, commit)
     studies = args.studies.split(",") if args.studies else None
     goals = (at_least(1.0), at_most(900.0, "s"))
     scratch = Path(args.scratch) / f"tierbench-repeat-{os.getpid()}"
@@ -342,6 +344,7 @@ def main() -> int:
             keep=args.keep,
             cluster=args.cluster,
             earlier=earlier,
+            commit=commit,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
