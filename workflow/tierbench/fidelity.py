@@ -111,16 +111,12 @@ class Point:
         reps = self.values.get(metric)
         if not reps:
             return None
-        order = sorted(reps)
-        started = [self.started.get(r, float("nan")) for r in order]
-        return intervals.sample([reps[r] for r in order], order, started)
+        started = [self.started.get(r, float("nan")) for r in reps]
+        return intervals.sample(list(reps.values()), list(reps), started)
 
     def median(self, metric: str) -> float | None:
         found = self.sample(metric)
         return found.median if found is not None else None
-
-    def label(self) -> str:
-        return f"{self.workload}/{self.experiment}/{self.tier}/{self.name}"
 
 
 def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Point]:
