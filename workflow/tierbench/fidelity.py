@@ -37,6 +37,7 @@ undecided.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -393,50 +394,6 @@ def _interval_text(interval: intervals.Interval | None) -> str:
     return f"[{interval.low:.3g}, {interval.high:.3g}]"
 
 
-def row(
-    section: str,
-    quantity: str,
-    match: Match | None,
-    keys: tuple[str, ...],
-    proxy: float | None,
-    real: float | None,
-    unit: str = "",
-    interval: intervals.Interval | None = None,
-    decision: str = "",
-    note: str = "",
-    where: str | None = None,
-) -> dict:
-    """One line of a proxy's table, with numbers and the text a report shows."""
-    ratio = interval.estimate if interval is not None else None
-    if ratio is None and proxy is not None and real:
-        ratio = proxy / real
-    if interval is not None and not interval.known and interval.reason:
-        note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
-    return {
-        "section": section,
-        "quantity": quantity,
-        "tier": match.tier if match else "",
-        "shape": where if where is not None else (shape_text(match.proxy, keys) if match else ""),
-        "params": {k: match.proxy.param(k) for k in keys} if match else {},
-        "experiments": f"{match.proxy.experiment} / {match.real.experiment}" if match else "",
-        "proxy": proxy,
-        "real": real,
-        "unit": unit,
-        "ratio": ratio,
-        "low": interval.low if interval is not None else None,
-        "high": interval.high if interval is not None else None,
-        "n": interval.n if interval is not None else None,
-        "decision": decision,
-        "note": note,
-        "text": {
-            "proxy": _fmt(proxy, unit),
-            "real": _fmt(real, unit),
-            "ratio": "n/a" if ratio is None else f"{ratio:.3f}",
-            "interval": _interval_text(interval),
-        },
-    }
-
-
 COLUMNS = [
     ("quantity", "What"),
     ("tier", "Tier"),
@@ -473,9 +430,90 @@ class Report:
         shape = shape_text(m.proxy, self.varying)
         return f"on {m.tier}" + (f" ({shape})" if shape else "")
 
+    def add(
+        self,
+        section: str,
+        quantity: str,
+        m: Match,
+        proxy: float | None,
+        real: float | None,
+        unit: str = "",
+        interval: intervals.Interval | None = None,
+        decision: str = "",
+        note: str = "",
+    ) -> dict:
+        """Adds one line of the table, with numbers and the text a report shows; returns it."""
+        ratio = interval.estimate if interval is not None else None
+        if ratio is None and proxy is not None and real:
+            ratio = proxy / real
+        if interval is not None and not interval.known and interval.reason:
+            note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
+        low, high, n = (
+            (None,) * 3 if interval is None else (interval.low, interval.high, interval.n)
+        )
+        line = {
+            "section": section,
+            "quantity": quantity,
+            "tier": m.tier,
+            "shape": shape_text(m.proxy, self.keys),
+            "params": {k: m.proxy.param(k) for k in self.keys},
+            "experiments": f"{m.proxy.experiment} / {m.real.experiment}",
+            "proxy": proxy,
+            "real": real,
+            "unit": unit,
+            "ratio": ratio,
+            "low": low,
+            "high": high,
+            "n": n,
+            "decision": decision,
+            "note": note,
+            "text": {
+                "proxy": _fmt(proxy, unit),
+                "real": _fmt(real, unit),
+                "ratio": "n/a" if ratio is None else f"{ratio:.3f}",
+                "interval": _interval_text(interval),
+            },
+        }
+        self.rows.append(line)
+        return line
+
+    def judge(self, what: str, interval: intervals.Interval) -> str:
+        """A comparison's decision; what differs or is undecided is kept for the verdict."""
+        decision = decide(interval)
+        self.decided += 1
+        if decision == DIFFERS:
+            self.differs.append(
+                f"{what}: proxy / real {interval.estimate:.3f}, interval "
+                f"{_interval_text(interval)} lies outside {BAND.low}-{BAND.high}"
+            )
+        elif decision == WITHIN_NOISE:
+            if interval.known:
+                reason = (
+                    f"interval {_interval_text(interval)} straddles the band {BAND.low}-{BAND.high}"
+                )
+            else:
+                reason = interval.reason or "no interval"
+            self.undecided.append(f"{what}: {reason}")
+        return decision
+
+    def judged(
+        self,
+        section: str,
+        quantity: str,
+        m: Match,
+        proxy: float | None,
+        real: float | None,
+        unit: str,
+        interval: intervals.Interval,
+        note: str = "",
+    ) -> None:
+        """Adds a line that the verdict rests on, judged."""
+        decision = self.judge(f"{quantity} {self.where(m)}", interval)
+        self.add(section, quantity, m, proxy, real, unit, interval, decision, note)
+
 
 def output_rows(report: Report, m: Match) -> None:
-    """Files, folders and bytes per write of a matched pair of points."""
+    """Files and folders per write of a matched pair of points, then bytes."""
     pair, unit = report.pair, report.pair.unit
     where = report.where(m)
     counts = [("files", pair.files)] + ([("folders", pair.dirs)] if pair.dirs else [])
@@ -486,11 +524,10 @@ def output_rows(report: Report, m: Match) -> None:
             report.undecided.append(
                 f"{what} per {unit} {where}: {missing} reports no {metric_name}"
             )
-            report.rows.append(row("output", f"{what} per {unit}", m, report.keys, p, r))
+            report.add("output", f"{what} per {unit}", m, p, r)
             continue
         wp, wr = writers_of(m.proxy, pair), writers_of(m.real, pair)
         same = abs(p / wp - r / wr) < COUNT_TOLERANCE
-        decision = "match" if same else DIFFERS
         if not same:
             per = f"per rank per {unit}" if pair.unit == "write" else f"per {unit}"
             report.differs.append(
@@ -498,47 +535,38 @@ def output_rows(report: Report, m: Match) -> None:
                 f"{pair.real} {_fmt(r / wr)} {where}"
             )
         note = f"per writer: {_fmt(p / wp)} vs {_fmt(r / wr)}" if max(wp, wr) > 1 else ""
-        report.rows.append(
-            row("output", f"{what} per {unit}", m, report.keys, p, r, decision=decision, note=note)
-        )
+        decision = "match" if same else DIFFERS
+        report.add("output", f"{what} per {unit}", m, p, r, decision=decision, note=note)
+    bytes_rows(report, m)
+
+
+def bytes_rows(report: Report, m: Match) -> None:
+    """Bytes per write; for FE judged per increment where the solvers report them.
+
+    Each solver takes its own number of increments, so bytes per evaluation
+    follow its convergence, not its output: shown, and judged per increment.
+    """
+    pair, unit = report.pair, report.pair.unit
     p_bytes = per_unit_sample(m.proxy, pair, "bytes_written")
     r_bytes = per_unit_sample(m.real, pair, "bytes_written")
     if p_bytes is None or r_bytes is None:
-        report.undecided.append(f"bytes per {unit} {where}: not reported by both")
+        report.undecided.append(f"bytes per {unit} {report.where(m)}: not reported by both")
         return
     interval = intervals.ratio(p_bytes, r_bytes)
-    steps = (
-        [m.proxy.median(pair.increments), m.real.median(pair.increments)] if pair.increments else []
-    )
-    by_increment = bool(steps) and None not in steps and all(steps)
-    # Where each solver took its own number of increments, bytes per evaluation follow
-    # the convergence, not the output: shown here, judged per increment below.
-    decision = "" if by_increment else _judge(report, f"bytes per {unit} {where}", interval)
-    note = "follows the increments each solver took (below); judged per increment"
-    report.rows.append(
-        row(
-            "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
-            "B", interval, decision, note=note if by_increment else "",
-        )
-    )  # fmt: skip
-    if not by_increment:
+    medians = (p_bytes.median, r_bytes.median)
+    steps = [x.median(pair.increments) for x in (m.proxy, m.real)] if pair.increments else []
+    if not (steps and all(steps)):
+        report.judged("output", f"bytes per {unit}", m, *medians, "B", interval)
         return
-    report.rows.append(
-        row(
-            "output", f"increments per {unit}", m, report.keys, *steps,
-            note="each solver's own convergence, not its output: shown, not judged",
-        )
-    )  # fmt: skip
+    note = "follows the increments each solver took (below); judged per increment"
+    report.add("output", f"bytes per {unit}", m, *medians, "B", interval, note=note)
+    note = "each solver's own convergence, not its output: shown, not judged"
+    report.add("output", f"increments per {unit}", m, *steps, note=note)
     per_increment = intervals.ratio(
         _scaled(p_bytes, 1.0 / steps[0]), _scaled(r_bytes, 1.0 / steps[1])
     )
-    decision = _judge(report, f"bytes per increment {where}", per_increment)
-    report.rows.append(
-        row(
-            "output", "bytes per increment", m, report.keys, p_bytes.median / steps[0],
-            r_bytes.median / steps[1], "B", per_increment, decision,
-        )
-    )  # fmt: skip
+    medians = (p_bytes.median / steps[0], r_bytes.median / steps[1])
+    report.judged("output", "bytes per increment", m, *medians, "B", per_increment)
 
 
 def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
@@ -563,30 +591,20 @@ def compute_rows(report: Report, m: Match) -> None:
     """The compute of proxy and application side by side: the time without output."""
     pair = report.pair
     quantity = pair.compute[0]
-    where = report.where(m)
-    (p, p_from), (r, r_from) = (
-        compute_samples(m.proxy, m.proxy_base, pair),
-        compute_samples(m.real, m.real_base, pair),
-    )
+    p, p_from = compute_samples(m.proxy, m.proxy_base, pair)
+    r, r_from = compute_samples(m.real, m.real_base, pair)
     if p is None or r is None:
         missing = pair.proxy if p is None else pair.real
-        report.rows.append(
-            row("compute", quantity, m, report.keys, None, None, "s",
-                note=f"{missing} measured no time without output here")
-        )  # fmt: skip
+        note = f"{missing} measured no time without output here"
+        report.add("compute", quantity, m, None, None, "s", note=note)
         return
     key = (m.tier, p_from, r_from)
     if key in report.compared:  # another write interval with the same baselines
         return
     report.compared.add(key)
-    interval = intervals.ratio(p, r)
     report.computes += 1
-    decision = _judge(report, f"{quantity} {where}", interval)
-    note = "sets the share of a step a write is, and so the tier ratio"
-    report.rows.append(
-        row("compute", quantity, m, report.keys, p.median, r.median, "s", interval, decision,
-            note=f"{note}; {p_from} / {r_from}")
-    )  # fmt: skip
+    note = f"sets the share of a step a write is, and so the tier ratio; {p_from} / {r_from}"
+    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note)
 
 
 def cost_rows(report: Report, m: Match) -> None:
@@ -596,48 +614,37 @@ def cost_rows(report: Report, m: Match) -> None:
     increments for the same analysis, so the cost per evaluation is divided by them.
     """
     pair = report.pair
-    unit = pair.write_unit
-    where = report.where(m)
-    quantity = f"I/O cost per {unit}"
+    quantity = f"I/O cost per {pair.write_unit}"
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
-        interval = intervals.ratio(*own)
         report.costs += 1
-        decision = _judge(report, f"{quantity} {where}", interval)
         note = f"within each run ({pair.cost_metric})"
-        medians = (m.proxy.median(pair.cost_metric), m.real.median(pair.cost_metric))
-        report.rows.append(
-            row("I/O cost", quantity, m, report.keys, *medians, "s", interval, decision, note=note)
-        )
+        medians = (own[0].median, own[1].median)
+        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note)
         return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
         missing = pair.proxy if m.proxy_base is None else pair.real
         note = f"no baseline point of {missing}"
-        report.rows.append(row("I/O cost", quantity, m, report.keys, None, None, "s", note=note))
+        report.add("I/O cost", quantity, m, None, None, "s", note=note)
         return
     metric_name = pair.time_metric
     samples = [p.sample(metric_name) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
     if any(s is None for s in samples):
-        report.undecided.append(f"{quantity} {where}: no {metric_name} measured")
+        report.undecided.append(f"{quantity} {report.where(m)}: no {metric_name} measured")
         return
-    factors = {"proxy": _per_write(m.proxy, pair), "real": _per_write(m.real, pair)}
-    if None in factors.values():
-        report.undecided.append(f"{quantity} {where}: no {pair.increments} measured")
+    p_factor, r_factor = _per_write(m.proxy, pair), _per_write(m.real, pair)
+    if p_factor is None or r_factor is None:
+        report.undecided.append(f"{quantity} {report.where(m)}: no {pair.increments} measured")
         return
-    per = {
-        side: (point.median(metric_name) - base.median(metric_name)) * factors[side]
-        for side, point, base in (("proxy", m.proxy, m.proxy_base), ("real", m.real, m.real_base))
-    }
-    scale = factors["proxy"] / factors["real"]
-    interval = difference_ratio(*samples, scale=scale)
-    report.costs += 1
-    decision = _judge(report, f"{quantity} {where}", interval)
-    report.rows.append(
-        row(
-            "I/O cost", quantity, m, report.keys, per["proxy"], per["real"], "s", interval, decision
-        )
+    proxy, proxy_base, real, real_base = samples
+    costs = (
+        (proxy.median - proxy_base.median) * p_factor,
+        (real.median - real_base.median) * r_factor,
     )
+    interval = difference_ratio(*samples, scale=p_factor / r_factor)
+    report.costs += 1
+    report.judged("I/O cost", quantity, m, *costs, "s", interval)
 
 
 def _per_write(point: Point, pair: Pair) -> float | None:
@@ -651,26 +658,6 @@ def _per_write(point: Point, pair: Pair) -> float | None:
     return 1.0
 
 
-def _judge(report: Report, what: str, interval: intervals.Interval) -> str:
-    """A comparison's decision; what differs or is undecided is kept for the verdict."""
-    decision = decide(interval)
-    report.decided += 1
-    if decision == DIFFERS:
-        report.differs.append(
-            f"{what}: proxy / real {interval.estimate:.3f}, interval "
-            f"{_interval_text(interval)} lies outside {BAND.low}-{BAND.high}"
-        )
-    elif decision == WITHIN_NOISE:
-        if interval.known:
-            reason = (
-                f"interval {_interval_text(interval)} straddles the band {BAND.low}-{BAND.high}"
-            )
-        else:
-            reason = interval.reason or "no interval"
-        report.undecided.append(f"{what}: {reason}")
-    return decision
-
-
 def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str]) -> str:
     """Calls per write and category, proxy beside real; returns what the counting status is.
 
@@ -682,11 +669,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
     unit = pair.write_unit
     if not traced:
         reasons = sorted({not_counted[w] for w in (pair.proxy, pair.real) if w in not_counted})
-        status = (
-            f"not counted ({'; '.join(reasons)})"
-            if reasons
-            else "not counted (no traced experiment)"
-        )
+        status = f"not counted ({'; '.join(reasons) or 'no traced experiment'})"
         report.notes.append(f"system calls per {unit}: {status}")
         return status
     for m in traced:
@@ -702,10 +685,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             r = _calls_per_unit(m.real, m.real_base, pair, name)
             if p is None and r is None:
                 continue
-            report.rows.append(
-                row("system calls", f"{CATEGORY_LABELS[category]} calls per {unit}", m,
-                    report.keys, p, r)
-            )  # fmt: skip
+            calls = f"{CATEGORY_LABELS[category]} calls per {unit}"
+            report.add("system calls", calls, m, p, r)
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
                 report.notes.append(
                     f"{pair.proxy} makes {_fmt(p)} {CATEGORY_LABELS[category]} calls per {unit}, "
@@ -728,7 +709,7 @@ def _calls_per_unit(point: Point, base: Point | None, pair: Pair, metric_name: s
 
 def tier_rows(report: Report, timed: list[Match]) -> None:
     """Device tier / RAM tier of the headline time, as the proxy sees it and as the real one."""
-    pair = report.pair
+    headline = report.pair.headline
     by_shape: dict = {}
     for m in timed:
         key = (m.proxy.experiment, m.real.experiment, _shape(m.proxy, report.keys))
@@ -736,26 +717,17 @@ def tier_rows(report: Report, timed: list[Match]) -> None:
     for found in by_shape.values():
         fast = [t for t, m in found.items() if m.proxy.tier_class in RAM_CLASSES]
         slow = [t for t, m in found.items() if m.proxy.tier_class in DEVICE_CLASSES]
-        for s in sorted(slow):
-            for f in sorted(fast):
-                ms, mf = found[s], found[f]
-                samples = [
-                    ms.proxy.sample(pair.headline), mf.proxy.sample(pair.headline),
-                    ms.real.sample(pair.headline), mf.real.sample(pair.headline),
-                ]  # fmt: skip
-                if any(x is None for x in samples):
-                    continue
-                proxy = intervals.ratio(samples[0], samples[1])
-                real = intervals.ratio(samples[2], samples[3])
-                both = intervals.ratio_of_ratios(*samples)
-                where = shape_text(ms.proxy, report.keys)
-                line = row(
-                    "tier ratio", f"{pair.headline}, {s} / {f}", ms, report.keys,
-                    proxy.estimate, real.estimate, "x", both, decide(both),
-                    note=f"proxy {_interval_text(proxy)}, real {_interval_text(real)}", where=where,
-                )  # fmt: skip
-                line["tier"] = f"{s} / {f}"
-                report.rows.append(line)
+        for s, f in itertools.product(sorted(slow), sorted(fast)):
+            ms, mf = found[s], found[f]
+            samples = [x.sample(headline) for x in (ms.proxy, mf.proxy, ms.real, mf.real)]
+            if any(x is None for x in samples):
+                continue
+            proxy, real = intervals.ratio(*samples[:2]), intervals.ratio(*samples[2:])
+            both = intervals.ratio_of_ratios(*samples)
+            note = f"proxy {_interval_text(proxy)}, real {_interval_text(real)}"
+            quantity, estimates = f"{headline}, {s} / {f}", (proxy.estimate, real.estimate)
+            line = report.add("tier ratio", quantity, ms, *estimates, "x", both, decide(both), note)
+            line["tier"] = f"{s} / {f}"
 
 
 def _baseline_text(pair: Pair) -> str:
