@@ -54,12 +54,8 @@ from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
 from .workloads import Pair, registry
 
-FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
-    "faithful",
-    "differs",
-    "within noise",
-    "not compared",
-)
+FAITHFUL, DIFFERS, WITHIN_NOISE = "faithful", "differs", "within noise"
+NOT_COMPARED = "not compared"
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = intervals.Band("within", low=0.9, high=1.1)
 #: a comparison's decision, in this table's words, from where its interval lies
@@ -142,23 +138,12 @@ def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Poi
         for row in rows.itertuples(index=False):
             values.setdefault(row.metric, {})[int(row.repetition)] = float(row.value)
         started = dict(zip(rows["repetition"].astype(int), rows["started_s"], strict=True))
+        params = {c: first[c] for c in param_columns}
         traced = experiment in traced_experiments or any(
             m.startswith(METRIC_PREFIX) for m in values
         )
-        params = {c: first[c] for c in param_columns}
-        points.append(
-            Point(
-                workload,
-                experiment,
-                tier,
-                first["tier_class"],
-                name,
-                params,
-                values,
-                started,
-                traced,
-            )
-        )
+        names = (workload, experiment, tier, first["tier_class"], name)
+        points.append(Point(*names, params, values, started, traced))
     return points
 
 
