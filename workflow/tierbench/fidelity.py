@@ -283,7 +283,8 @@ def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample |
 
 
 def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
-    """Samples resampled together: those whose repetitions ran back to back (intervals.paired)."""
+    """Samples resampled together: those whose repetitions ran back to back (intervals.paired)
+    with the first of a group; unlike intervals' groups, not through another member."""
     groups: list[list[int]] = []
     for i, s in enumerate(samples):
         for group in groups:
@@ -325,21 +326,13 @@ def difference_ratio(
         return intervals.Interval(
             estimate, None, None, n, reason="needs at least 2 repetitions of each point"
         )
-    rng = np.random.default_rng(intervals.SEED)
-    medians = np.empty((intervals.RESAMPLES, 4))
     groups = _groups(samples)
-    for group in groups:
-        size = samples[group[0]].n
-        picks = rng.integers(0, size, size=(intervals.RESAMPLES, size))
-        for i in group:
-            medians[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    medians = intervals.resampled_medians(samples, groups)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = (medians[:, 0] - medians[:, 1]) / (medians[:, 2] - medians[:, 3]) * scale
     if np.any(medians[:, 2] - medians[:, 3] <= 0):
-        return intervals.Interval(
-            estimate, None, None, n,
-            reason="the real application's output cost is within the noise of its baseline",
-        )  # fmt: skip
+        noise = "the real application's output cost is within the noise of its baseline"
+        return intervals.Interval(estimate, None, None, n, reason=noise)
     tail = (1 - intervals.LEVEL) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     is_paired = any(len(g) > 1 for g in groups)
