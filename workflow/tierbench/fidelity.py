@@ -58,6 +58,7 @@ FAITHFUL, DIFFERS, WITHIN_NOISE = "faithful", "differs", "within noise"
 NOT_COMPARED = "not compared"
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = intervals.Band("within", low=0.9, high=1.1)
+BAND_TEXT = f"{BAND.low}-{BAND.high}"
 #: a comparison's decision, in this table's words, from where its interval lies
 DECISIONS = {intervals.INSIDE: "agrees", intervals.OUTSIDE: DIFFERS, intervals.ACROSS: WITHIN_NOISE}
 #: files or folders per writer and write differing by less than this are the same count
@@ -222,15 +223,12 @@ def matches(pair: Pair, points: list[Point], traced: bool) -> list[Match]:
     for p in chosen:
         if p.workload == pair.real:
             reals.setdefault((p.tier, _shape(p, keys)), []).append(p)
-    found = []
-    for p in chosen:
-        if p.workload != pair.proxy:
-            continue
-        for r in reals.get((p.tier, _shape(p, keys)), []):
-            found.append(
-                Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
-            )
-    return found
+    return [
+        Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
+        for p in chosen
+        if p.workload == pair.proxy
+        for r in reals.get((p.tier, _shape(p, keys)), [])
+    ]
 
 
 def shape_text(point: Point, keys: tuple[str, ...]) -> str:
@@ -459,19 +457,16 @@ class Report:
         """A comparison's decision; what differs or is undecided is kept for the verdict."""
         decision = decide(interval)
         self.decided += 1
+        shown = _interval_text(interval)
         if decision == DIFFERS:
+            estimate = f"{interval.estimate:.3f}"
             self.differs.append(
-                f"{what}: proxy / real {interval.estimate:.3f}, interval "
-                f"{_interval_text(interval)} lies outside {BAND.low}-{BAND.high}"
+                f"{what}: proxy / real {estimate}, interval {shown} lies outside {BAND_TEXT}"
             )
+        elif decision == WITHIN_NOISE and interval.known:
+            self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
         elif decision == WITHIN_NOISE:
-            if interval.known:
-                reason = (
-                    f"interval {_interval_text(interval)} straddles the band {BAND.low}-{BAND.high}"
-                )
-            else:
-                reason = interval.reason or "no interval"
-            self.undecided.append(f"{what}: {reason}")
+            self.undecided.append(f"{what}: {interval.reason or 'no interval'}")
         return decision
 
     def judged(
@@ -736,7 +731,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
         return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND.low}-{BAND.high} "
+        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "
         "(95% intervals) at every compared point"
     ]
 
@@ -927,8 +922,8 @@ def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
         "verdicts": {
             FAITHFUL: "files and folders per write match; bytes and I/O cost per write and the "
             "compute (time without writes) agree within 10% (the 95% interval of proxy / real "
-            "lies within 0.9-1.1)",
-            DIFFERS: "a count differs, or an interval lies wholly outside 0.9-1.1",
+            f"lies within {BAND_TEXT})",
+            DIFFERS: f"a count differs, or an interval lies wholly outside {BAND_TEXT}",
             WITHIN_NOISE: "an interval straddles the band or a quantity was not measured: "
             "the data cannot decide",
         },
