@@ -14,12 +14,11 @@ parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
   time without field output. It sets what share of a step a write is, and so
   the tier ratio: to a proxy that computes a tenth of what the application
   does, a write is a far larger part of its step;
-- the I/O cost per write: time per step with writes minus without (from
-  untraced experiments; a traced run's times mean nothing), times the steps
-  between writes; for FE, the evaluation time with field output minus without
-  (``frd_every: 0``: neither ccx nor a proxy of it runs with no output at all),
-  per increment (each solver writes an increment's results and takes its own
-  number of increments);
+- the I/O cost per write: measured within each run where the workload does
+  (the pair's ``cost_metric``), else the time with writes minus without (from
+  untraced experiments: a traced run's times mean nothing); for FE, per
+  increment, since each solver takes its own number of increments, and
+  without field output (``frd_every: 0``) as neither runs with none at all;
 - the tier ratio each sees: the headline time on a device tier / a RAM tier.
 
 The verdict: *faithful* when files and folders per write match and the 95%
