@@ -14,12 +14,11 @@ parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
   time without field output. It sets what share of a step a write is, and so
   the tier ratio: to a proxy that computes a tenth of what the application
   does, a write is a far larger part of its step;
-- the I/O cost per write: time per step with writes minus without (from
-  untraced experiments; a traced run's times mean nothing), times the steps
-  between writes; for FE, the evaluation time with field output minus without
-  (``frd_every: 0``: neither ccx nor a proxy of it runs with no output at all),
-  per increment (each solver writes an increment's results and takes its own
-  number of increments);
+- the I/O cost per write: measured within each run where the workload does
+  (the pair's ``cost_metric``), else the time with writes minus without (from
+  untraced experiments: a traced run's times mean nothing); for FE, per
+  increment, since each solver takes its own number of increments, and
+  without field output (``frd_every: 0``) as neither runs with none at all;
 - the tier ratio each sees: the headline time on a device tier / a RAM tier.
 
 The verdict: *faithful* when files and folders per write match and the 95%
@@ -37,6 +36,7 @@ undecided.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -53,14 +53,11 @@ from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
 from .workloads import Pair, registry
 
-FAITHFUL, DIFFERS, WITHIN_NOISE, NOT_COMPARED = (
-    "faithful",
-    "differs",
-    "within noise",
-    "not compared",
-)
+FAITHFUL, DIFFERS, WITHIN_NOISE = "faithful", "differs", "within noise"
+NOT_COMPARED = "not compared"
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = intervals.Band("within", low=0.9, high=1.1)
+BAND_TEXT = f"{BAND.low}-{BAND.high}"
 #: a comparison's decision, in this table's words, from where its interval lies
 DECISIONS = {intervals.INSIDE: "agrees", intervals.OUTSIDE: DIFFERS, intervals.ACROSS: WITHIN_NOISE}
 #: files or folders per writer and write differing by less than this are the same count
@@ -111,16 +108,12 @@ class Point:
         reps = self.values.get(metric)
         if not reps:
             return None
-        order = sorted(reps)
-        started = [self.started.get(r, float("nan")) for r in order]
-        return intervals.sample([reps[r] for r in order], order, started)
+        started = [self.started.get(r, float("nan")) for r in reps]
+        return intervals.sample(list(reps.values()), list(reps), started)
 
     def median(self, metric: str) -> float | None:
         found = self.sample(metric)
         return found.median if found is not None else None
-
-    def label(self) -> str:
-        return f"{self.workload}/{self.experiment}/{self.tier}/{self.name}"
 
 
 def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Point]:
@@ -145,23 +138,12 @@ def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Poi
         for row in rows.itertuples(index=False):
             values.setdefault(row.metric, {})[int(row.repetition)] = float(row.value)
         started = dict(zip(rows["repetition"].astype(int), rows["started_s"], strict=True))
+        params = {c: first[c] for c in param_columns}
         traced = experiment in traced_experiments or any(
             m.startswith(METRIC_PREFIX) for m in values
         )
-        params = {c: first[c] for c in param_columns}
-        points.append(
-            Point(
-                workload,
-                experiment,
-                tier,
-                first["tier_class"],
-                name,
-                params,
-                values,
-                started,
-                traced,
-            )
-        )
+        names = (workload, experiment, tier, first["tier_class"], name)
+        points.append(Point(*names, params, values, started, traced))
     return points
 
 
@@ -240,15 +222,12 @@ def matches(pair: Pair, points: list[Point], traced: bool) -> list[Match]:
     for p in chosen:
         if p.workload == pair.real:
             reals.setdefault((p.tier, _shape(p, keys)), []).append(p)
-    found = []
-    for p in chosen:
-        if p.workload != pair.proxy:
-            continue
-        for r in reals.get((p.tier, _shape(p, keys)), []):
-            found.append(
-                Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
-            )
-    return found
+    return [
+        Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
+        for p in chosen
+        if p.workload == pair.proxy
+        for r in reals.get((p.tier, _shape(p, keys)), [])
+    ]
 
 
 def shape_text(point: Point, keys: tuple[str, ...]) -> str:
@@ -301,7 +280,8 @@ def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample |
 
 
 def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
-    """Samples resampled together: those whose repetitions ran back to back (intervals.paired)."""
+    """Samples resampled together: those whose repetitions ran back to back (intervals.paired)
+    with the first of a group; unlike intervals' groups, not through another member."""
     groups: list[list[int]] = []
     for i, s in enumerate(samples):
         for group in groups:
@@ -343,21 +323,13 @@ def difference_ratio(
         return intervals.Interval(
             estimate, None, None, n, reason="needs at least 2 repetitions of each point"
         )
-    rng = np.random.default_rng(intervals.SEED)
-    medians = np.empty((intervals.RESAMPLES, 4))
     groups = _groups(samples)
-    for group in groups:
-        size = samples[group[0]].n
-        picks = rng.integers(0, size, size=(intervals.RESAMPLES, size))
-        for i in group:
-            medians[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+    medians = intervals.resampled_medians(samples, groups)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = (medians[:, 0] - medians[:, 1]) / (medians[:, 2] - medians[:, 3]) * scale
     if np.any(medians[:, 2] - medians[:, 3] <= 0):
-        return intervals.Interval(
-            estimate, None, None, n,
-            reason="the real application's output cost is within the noise of its baseline",
-        )  # fmt: skip
+        noise = "the real application's output cost is within the noise of its baseline"
+        return intervals.Interval(estimate, None, None, n, reason=noise)
     tail = (1 - intervals.LEVEL) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     is_paired = any(len(g) > 1 for g in groups)
@@ -397,50 +369,6 @@ def _interval_text(interval: intervals.Interval | None) -> str:
     return f"[{interval.low:.3g}, {interval.high:.3g}]"
 
 
-def row(
-    section: str,
-    quantity: str,
-    match: Match | None,
-    keys: tuple[str, ...],
-    proxy: float | None,
-    real: float | None,
-    unit: str = "",
-    interval: intervals.Interval | None = None,
-    decision: str = "",
-    note: str = "",
-    where: str | None = None,
-) -> dict:
-    """One line of a proxy's table, with numbers and the text a report shows."""
-    ratio = interval.estimate if interval is not None else None
-    if ratio is None and proxy is not None and real:
-        ratio = proxy / real
-    if interval is not None and not interval.known and interval.reason:
-        note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
-    return {
-        "section": section,
-        "quantity": quantity,
-        "tier": match.tier if match else "",
-        "shape": where if where is not None else (shape_text(match.proxy, keys) if match else ""),
-        "params": {k: match.proxy.param(k) for k in keys} if match else {},
-        "experiments": f"{match.proxy.experiment} / {match.real.experiment}" if match else "",
-        "proxy": proxy,
-        "real": real,
-        "unit": unit,
-        "ratio": ratio,
-        "low": interval.low if interval is not None else None,
-        "high": interval.high if interval is not None else None,
-        "n": interval.n if interval is not None else None,
-        "decision": decision,
-        "note": note,
-        "text": {
-            "proxy": _fmt(proxy, unit),
-            "real": _fmt(real, unit),
-            "ratio": "n/a" if ratio is None else f"{ratio:.3f}",
-            "interval": _interval_text(interval),
-        },
-    }
-
-
 COLUMNS = [
     ("quantity", "What"),
     ("tier", "Tier"),
@@ -477,9 +405,87 @@ class Report:
         shape = shape_text(m.proxy, self.varying)
         return f"on {m.tier}" + (f" ({shape})" if shape else "")
 
+    def add(
+        self,
+        section: str,
+        quantity: str,
+        m: Match,
+        proxy: float | None,
+        real: float | None,
+        unit: str = "",
+        interval: intervals.Interval | None = None,
+        decision: str = "",
+        note: str = "",
+    ) -> dict:
+        """Adds one line of the table, with numbers and the text a report shows; returns it."""
+        ratio = interval.estimate if interval is not None else None
+        if ratio is None and proxy is not None and real:
+            ratio = proxy / real
+        if interval is not None and not interval.known and interval.reason:
+            note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
+        low, high, n = (
+            (None,) * 3 if interval is None else (interval.low, interval.high, interval.n)
+        )
+        line = {
+            "section": section,
+            "quantity": quantity,
+            "tier": m.tier,
+            "shape": shape_text(m.proxy, self.keys),
+            "params": {k: m.proxy.param(k) for k in self.keys},
+            "experiments": f"{m.proxy.experiment} / {m.real.experiment}",
+            "proxy": proxy,
+            "real": real,
+            "unit": unit,
+            "ratio": ratio,
+            "low": low,
+            "high": high,
+            "n": n,
+            "decision": decision,
+            "note": note,
+            "text": {
+                "proxy": _fmt(proxy, unit),
+                "real": _fmt(real, unit),
+                "ratio": "n/a" if ratio is None else f"{ratio:.3f}",
+                "interval": _interval_text(interval),
+            },
+        }
+        self.rows.append(line)
+        return line
+
+    def judge(self, what: str, interval: intervals.Interval) -> str:
+        """A comparison's decision; what differs or is undecided is kept for the verdict."""
+        decision = decide(interval)
+        self.decided += 1
+        shown = _interval_text(interval)
+        if decision == DIFFERS:
+            estimate = f"{interval.estimate:.3f}"
+            self.differs.append(
+                f"{what}: proxy / real {estimate}, interval {shown} lies outside {BAND_TEXT}"
+            )
+        elif decision == WITHIN_NOISE and interval.known:
+            self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
+        elif decision == WITHIN_NOISE:
+            self.undecided.append(f"{what}: {interval.reason or 'no interval'}")
+        return decision
+
+    def judged(
+        self,
+        section: str,
+        quantity: str,
+        m: Match,
+        proxy: float | None,
+        real: float | None,
+        unit: str,
+        interval: intervals.Interval,
+        note: str = "",
+    ) -> None:
+        """Adds a line that the verdict rests on, judged."""
+        decision = self.judge(f"{quantity} {self.where(m)}", interval)
+        self.add(section, quantity, m, proxy, real, unit, interval, decision, note)
+
 
 def output_rows(report: Report, m: Match) -> None:
-    """Files, folders and bytes per write of a matched pair of points."""
+    """Files and folders per write of a matched pair of points, then bytes."""
     pair, unit = report.pair, report.pair.unit
     where = report.where(m)
     counts = [("files", pair.files)] + ([("folders", pair.dirs)] if pair.dirs else [])
@@ -490,11 +496,10 @@ def output_rows(report: Report, m: Match) -> None:
             report.undecided.append(
                 f"{what} per {unit} {where}: {missing} reports no {metric_name}"
             )
-            report.rows.append(row("output", f"{what} per {unit}", m, report.keys, p, r))
+            report.add("output", f"{what} per {unit}", m, p, r)
             continue
         wp, wr = writers_of(m.proxy, pair), writers_of(m.real, pair)
         same = abs(p / wp - r / wr) < COUNT_TOLERANCE
-        decision = "match" if same else DIFFERS
         if not same:
             per = f"per rank per {unit}" if pair.unit == "write" else f"per {unit}"
             report.differs.append(
@@ -502,47 +507,38 @@ def output_rows(report: Report, m: Match) -> None:
                 f"{pair.real} {_fmt(r / wr)} {where}"
             )
         note = f"per writer: {_fmt(p / wp)} vs {_fmt(r / wr)}" if max(wp, wr) > 1 else ""
-        report.rows.append(
-            row("output", f"{what} per {unit}", m, report.keys, p, r, decision=decision, note=note)
-        )
+        decision = "match" if same else DIFFERS
+        report.add("output", f"{what} per {unit}", m, p, r, decision=decision, note=note)
+    bytes_rows(report, m)
+
+
+def bytes_rows(report: Report, m: Match) -> None:
+    """Bytes per write; for FE judged per increment where the solvers report them.
+
+    Each solver takes its own number of increments, so bytes per evaluation
+    follow its convergence, not its output: shown, and judged per increment.
+    """
+    pair, unit = report.pair, report.pair.unit
     p_bytes = per_unit_sample(m.proxy, pair, "bytes_written")
     r_bytes = per_unit_sample(m.real, pair, "bytes_written")
     if p_bytes is None or r_bytes is None:
-        report.undecided.append(f"bytes per {unit} {where}: not reported by both")
+        report.undecided.append(f"bytes per {unit} {report.where(m)}: not reported by both")
         return
     interval = intervals.ratio(p_bytes, r_bytes)
-    steps = (
-        [m.proxy.median(pair.increments), m.real.median(pair.increments)] if pair.increments else []
-    )
-    by_increment = bool(steps) and None not in steps and all(steps)
-    # Where each solver took its own number of increments, bytes per evaluation follow
-    # the convergence, not the output: shown here, judged per increment below.
-    decision = "" if by_increment else _judge(report, f"bytes per {unit} {where}", interval)
-    note = "follows the increments each solver took (below); judged per increment"
-    report.rows.append(
-        row(
-            "output", f"bytes per {unit}", m, report.keys, p_bytes.median, r_bytes.median,
-            "B", interval, decision, note=note if by_increment else "",
-        )
-    )  # fmt: skip
-    if not by_increment:
+    medians = (p_bytes.median, r_bytes.median)
+    steps = [x.median(pair.increments) for x in (m.proxy, m.real)] if pair.increments else []
+    if not (steps and all(steps)):
+        report.judged("output", f"bytes per {unit}", m, *medians, "B", interval)
         return
-    report.rows.append(
-        row(
-            "output", f"increments per {unit}", m, report.keys, *steps,
-            note="each solver's own convergence, not its output: shown, not judged",
-        )
-    )  # fmt: skip
+    note = "follows the increments each solver took (below); judged per increment"
+    report.add("output", f"bytes per {unit}", m, *medians, "B", interval, note=note)
+    note = "each solver's own convergence, not its output: shown, not judged"
+    report.add("output", f"increments per {unit}", m, *steps, note=note)
     per_increment = intervals.ratio(
         _scaled(p_bytes, 1.0 / steps[0]), _scaled(r_bytes, 1.0 / steps[1])
     )
-    decision = _judge(report, f"bytes per increment {where}", per_increment)
-    report.rows.append(
-        row(
-            "output", "bytes per increment", m, report.keys, p_bytes.median / steps[0],
-            r_bytes.median / steps[1], "B", per_increment, decision,
-        )
-    )  # fmt: skip
+    medians = (p_bytes.median / steps[0], r_bytes.median / steps[1])
+    report.judged("output", "bytes per increment", m, *medians, "B", per_increment)
 
 
 def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
@@ -567,30 +563,20 @@ def compute_rows(report: Report, m: Match) -> None:
     """The compute of proxy and application side by side: the time without output."""
     pair = report.pair
     quantity = pair.compute[0]
-    where = report.where(m)
-    (p, p_from), (r, r_from) = (
-        compute_samples(m.proxy, m.proxy_base, pair),
-        compute_samples(m.real, m.real_base, pair),
-    )
+    p, p_from = compute_samples(m.proxy, m.proxy_base, pair)
+    r, r_from = compute_samples(m.real, m.real_base, pair)
     if p is None or r is None:
         missing = pair.proxy if p is None else pair.real
-        report.rows.append(
-            row("compute", quantity, m, report.keys, None, None, "s",
-                note=f"{missing} measured no time without output here")
-        )  # fmt: skip
+        note = f"{missing} measured no time without output here"
+        report.add("compute", quantity, m, None, None, "s", note=note)
         return
     key = (m.tier, p_from, r_from)
     if key in report.compared:  # another write interval with the same baselines
         return
     report.compared.add(key)
-    interval = intervals.ratio(p, r)
     report.computes += 1
-    decision = _judge(report, f"{quantity} {where}", interval)
-    note = "sets the share of a step a write is, and so the tier ratio"
-    report.rows.append(
-        row("compute", quantity, m, report.keys, p.median, r.median, "s", interval, decision,
-            note=f"{note}; {p_from} / {r_from}")
-    )  # fmt: skip
+    note = f"sets the share of a step a write is, and so the tier ratio; {p_from} / {r_from}"
+    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note)
 
 
 def cost_rows(report: Report, m: Match) -> None:
@@ -600,48 +586,37 @@ def cost_rows(report: Report, m: Match) -> None:
     increments for the same analysis, so the cost per evaluation is divided by them.
     """
     pair = report.pair
-    unit = pair.write_unit
-    where = report.where(m)
-    quantity = f"I/O cost per {unit}"
+    quantity = f"I/O cost per {pair.write_unit}"
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
-        interval = intervals.ratio(*own)
         report.costs += 1
-        decision = _judge(report, f"{quantity} {where}", interval)
         note = f"within each run ({pair.cost_metric})"
-        medians = (m.proxy.median(pair.cost_metric), m.real.median(pair.cost_metric))
-        report.rows.append(
-            row("I/O cost", quantity, m, report.keys, *medians, "s", interval, decision, note=note)
-        )
+        medians = (own[0].median, own[1].median)
+        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note)
         return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
         missing = pair.proxy if m.proxy_base is None else pair.real
         note = f"no baseline point of {missing}"
-        report.rows.append(row("I/O cost", quantity, m, report.keys, None, None, "s", note=note))
+        report.add("I/O cost", quantity, m, None, None, "s", note=note)
         return
     metric_name = pair.time_metric
     samples = [p.sample(metric_name) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
     if any(s is None for s in samples):
-        report.undecided.append(f"{quantity} {where}: no {metric_name} measured")
+        report.undecided.append(f"{quantity} {report.where(m)}: no {metric_name} measured")
         return
-    factors = {"proxy": _per_write(m.proxy, pair), "real": _per_write(m.real, pair)}
-    if None in factors.values():
-        report.undecided.append(f"{quantity} {where}: no {pair.increments} measured")
+    p_factor, r_factor = _per_write(m.proxy, pair), _per_write(m.real, pair)
+    if p_factor is None or r_factor is None:
+        report.undecided.append(f"{quantity} {report.where(m)}: no {pair.increments} measured")
         return
-    per = {
-        side: (point.median(metric_name) - base.median(metric_name)) * factors[side]
-        for side, point, base in (("proxy", m.proxy, m.proxy_base), ("real", m.real, m.real_base))
-    }
-    scale = factors["proxy"] / factors["real"]
-    interval = difference_ratio(*samples, scale=scale)
-    report.costs += 1
-    decision = _judge(report, f"{quantity} {where}", interval)
-    report.rows.append(
-        row(
-            "I/O cost", quantity, m, report.keys, per["proxy"], per["real"], "s", interval, decision
-        )
+    proxy, proxy_base, real, real_base = samples
+    costs = (
+        (proxy.median - proxy_base.median) * p_factor,
+        (real.median - real_base.median) * r_factor,
     )
+    interval = difference_ratio(*samples, scale=p_factor / r_factor)
+    report.costs += 1
+    report.judged("I/O cost", quantity, m, *costs, "s", interval)
 
 
 def _per_write(point: Point, pair: Pair) -> float | None:
@@ -655,26 +630,6 @@ def _per_write(point: Point, pair: Pair) -> float | None:
     return 1.0
 
 
-def _judge(report: Report, what: str, interval: intervals.Interval) -> str:
-    """A comparison's decision; what differs or is undecided is kept for the verdict."""
-    decision = decide(interval)
-    report.decided += 1
-    if decision == DIFFERS:
-        report.differs.append(
-            f"{what}: proxy / real {interval.estimate:.3f}, interval "
-            f"{_interval_text(interval)} lies outside {BAND.low}-{BAND.high}"
-        )
-    elif decision == WITHIN_NOISE:
-        if interval.known:
-            reason = (
-                f"interval {_interval_text(interval)} straddles the band {BAND.low}-{BAND.high}"
-            )
-        else:
-            reason = interval.reason or "no interval"
-        report.undecided.append(f"{what}: {reason}")
-    return decision
-
-
 def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str]) -> str:
     """Calls per write and category, proxy beside real; returns what the counting status is.
 
@@ -686,11 +641,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
     unit = pair.write_unit
     if not traced:
         reasons = sorted({not_counted[w] for w in (pair.proxy, pair.real) if w in not_counted})
-        status = (
-            f"not counted ({'; '.join(reasons)})"
-            if reasons
-            else "not counted (no traced experiment)"
-        )
+        status = f"not counted ({'; '.join(reasons) or 'no traced experiment'})"
         report.notes.append(f"system calls per {unit}: {status}")
         return status
     for m in traced:
@@ -706,10 +657,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             r = _calls_per_unit(m.real, m.real_base, pair, name)
             if p is None and r is None:
                 continue
-            report.rows.append(
-                row("system calls", f"{CATEGORY_LABELS[category]} calls per {unit}", m,
-                    report.keys, p, r)
-            )  # fmt: skip
+            calls = f"{CATEGORY_LABELS[category]} calls per {unit}"
+            report.add("system calls", calls, m, p, r)
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
                 report.notes.append(
                     f"{pair.proxy} makes {_fmt(p)} {CATEGORY_LABELS[category]} calls per {unit}, "
@@ -732,7 +681,7 @@ def _calls_per_unit(point: Point, base: Point | None, pair: Pair, metric_name: s
 
 def tier_rows(report: Report, timed: list[Match]) -> None:
     """Device tier / RAM tier of the headline time, as the proxy sees it and as the real one."""
-    pair = report.pair
+    headline = report.pair.headline
     by_shape: dict = {}
     for m in timed:
         key = (m.proxy.experiment, m.real.experiment, _shape(m.proxy, report.keys))
@@ -740,26 +689,17 @@ def tier_rows(report: Report, timed: list[Match]) -> None:
     for found in by_shape.values():
         fast = [t for t, m in found.items() if m.proxy.tier_class in RAM_CLASSES]
         slow = [t for t, m in found.items() if m.proxy.tier_class in DEVICE_CLASSES]
-        for s in sorted(slow):
-            for f in sorted(fast):
-                ms, mf = found[s], found[f]
-                samples = [
-                    ms.proxy.sample(pair.headline), mf.proxy.sample(pair.headline),
-                    ms.real.sample(pair.headline), mf.real.sample(pair.headline),
-                ]  # fmt: skip
-                if any(x is None for x in samples):
-                    continue
-                proxy = intervals.ratio(samples[0], samples[1])
-                real = intervals.ratio(samples[2], samples[3])
-                both = intervals.ratio_of_ratios(*samples)
-                where = shape_text(ms.proxy, report.keys)
-                line = row(
-                    "tier ratio", f"{pair.headline}, {s} / {f}", ms, report.keys,
-                    proxy.estimate, real.estimate, "x", both, decide(both),
-                    note=f"proxy {_interval_text(proxy)}, real {_interval_text(real)}", where=where,
-                )  # fmt: skip
-                line["tier"] = f"{s} / {f}"
-                report.rows.append(line)
+        for s, f in itertools.product(sorted(slow), sorted(fast)):
+            ms, mf = found[s], found[f]
+            samples = [x.sample(headline) for x in (ms.proxy, mf.proxy, ms.real, mf.real)]
+            if any(x is None for x in samples):
+                continue
+            proxy, real = intervals.ratio(*samples[:2]), intervals.ratio(*samples[2:])
+            both = intervals.ratio_of_ratios(*samples)
+            note = f"proxy {_interval_text(proxy)}, real {_interval_text(real)}"
+            quantity, estimates = f"{headline}, {s} / {f}", (proxy.estimate, real.estimate)
+            line = report.add("tier ratio", quantity, ms, *estimates, "x", both, decide(both), note)
+            line["tier"] = f"{s} / {f}"
 
 
 def _baseline_text(pair: Pair) -> str:
@@ -790,7 +730,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
         return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND.low}-{BAND.high} "
+        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "
         "(95% intervals) at every compared point"
     ]
 
@@ -981,8 +921,8 @@ def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
         "verdicts": {
             FAITHFUL: "files and folders per write match; bytes and I/O cost per write and the "
             "compute (time without writes) agree within 10% (the 95% interval of proxy / real "
-            "lies within 0.9-1.1)",
-            DIFFERS: "a count differs, or an interval lies wholly outside 0.9-1.1",
+            f"lies within {BAND_TEXT})",
+            DIFFERS: f"a count differs, or an interval lies wholly outside {BAND_TEXT}",
             WITHIN_NOISE: "an interval straddles the band or a quantity was not measured: "
             "the data cannot decide",
         },

@@ -132,8 +132,8 @@ def _apply(medians: np.ndarray, powers: np.ndarray) -> np.ndarray:
     return numerator / np.prod(medians[:, down] ** -powers[down], axis=1)
 
 
-def _resampled_medians(
-    samples: list[Sample], groups: list[list[int]], seed: int, resamples: int
+def resampled_medians(
+    samples: list[Sample], groups: list[list[int]], seed: int = SEED, resamples: int = RESAMPLES
 ) -> np.ndarray:
     """Bootstrap medians, a row per resample and a column per sample; the samples of a
     group (paired: they ran back to back) are resampled with the same picks."""
@@ -170,7 +170,7 @@ def product(
             estimate, None, None, n, reason="needs at least 2 repetitions of each point"
         )
     groups = _groups(samples)
-    resampled = _resampled_medians(samples, groups, seed, resamples)
+    resampled = resampled_medians(samples, groups, seed, resamples)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = _apply(resampled, powers)
     if not np.all(np.isfinite(ratios)):
@@ -218,7 +218,7 @@ def of_medians(
             estimate, None, None, n, reason="needs at least 2 repetitions of each point"
         )
     groups = _groups(samples)
-    resampled = _resampled_medians(samples, groups, seed, resamples)
+    resampled = resampled_medians(samples, groups, seed, resamples)
     values = np.asarray(function(resampled), dtype=float)
     tail = (1 - level) / 2 * 100
     # linear between resamples as product's; the nearest resample where some are inf
