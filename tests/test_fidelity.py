@@ -483,7 +483,7 @@ def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not(
     assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 10000}) is None
     assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 4000}) is None
     beyond = fidelity.outside_region(entry, {**shape, "cells_per_rank": 125000})
-    assert "nearest compared shape (cells_per_rank=100000) is differs" in beyond
+    assert "at the nearest compared shape (cells_per_rank=100000) it differed" in beyond
     assert "this point has cells_per_rank=125000" in beyond
     # between a faithful and a differing shape is not covered either
     assert fidelity.outside_region(entry, {**shape, "cells_per_rank": 50000}) is not None

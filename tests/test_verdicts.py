@@ -520,6 +520,6 @@ def test_a_proxy_lesson_says_when_its_shapes_were_not_shown_faithful():
     assert len(proxy) == len(real) == 3
     for verdict in proxy:
         # compared there, but with no baselines nothing was decided: not shown faithful
-        assert "the proxy was compared at this shape and is within noise" in verdict.fidelity
+        assert "the proxy was compared at this shape and was within noise" in verdict.fidelity
         assert verdict.fidelity.startswith("cfd_proxy/single_vs_ensemble/")
     assert not any(v.fidelity for v in real)

@@ -55,6 +55,13 @@ from .workloads import Pair, registry
 
 FAITHFUL, DIFFERS, WITHIN_NOISE = "faithful", "differs", "within noise"
 NOT_COMPARED = "not compared"
+#: a verdict in a sentence about the proxy
+FOUND = {
+    FAITHFUL: "was faithful",
+    DIFFERS: "differed",
+    WITHIN_NOISE: "was within noise",
+    NOT_COMPARED: "was not compared",
+}
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = intervals.Band("within", low=0.9, high=1.1)
 BAND_TEXT = f"{BAND.low}-{BAND.high}"
@@ -837,12 +844,13 @@ def outside_region(entry: dict, params: dict) -> str | None:
                 return None
     near = min(shapes, key=lambda s: _distance(s["params"], want, keys))
     apart = ", ".join(f"{k}={want[k]}" for k in keys if near["params"][k] != want[k])
+    found = FOUND[near["verdict"]]
     if not apart:
         why = f": {'; '.join(near['why'])}" if near["why"] else ""
-        return f"the proxy was compared at this shape and is {near['verdict']} there{why}"
+        return f"the proxy was compared at this shape and {found} there{why}"
     return (
-        f"the proxy's fidelity was not shown at this shape: the nearest compared shape "
-        f"({near['shape']}) is {near['verdict']}, and this point has {apart}"
+        f"the proxy's fidelity was not shown at this shape: at the nearest compared shape "
+        f"({near['shape']}) it {found}, and this point has {apart}"
     )
 
 
