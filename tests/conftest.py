@@ -25,6 +25,21 @@ os.environ["TIERBENCH_MACHINE"] = MACHINE
 PIPELINE_FILES = ["Snakefile", "workflow", "config", "notebooks", "profiles", "envs"]
 
 
+#: test files that start the machine's one minicluster, which a lock lets one process hold
+CLUSTER_FILES = {"test_minicluster.py", "test_slurm.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` a worker runs a test file whole (its module fixtures are
+    made once), and one worker runs every cluster file, first: spread over two workers,
+    the second would wait for the first's lock and leave its core idle for minutes."""
+    for item in items:
+        group = "minicluster" if item.path.name in CLUSTER_FILES else item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.path.name not in CLUSTER_FILES)
+
+
 def snakemake_command() -> list[str]:
     """Snakemake under this Python; a skip (outside CI) where Snakemake cannot use its path."""
     if shlex.quote(sys.executable) != sys.executable:
