@@ -29,15 +29,23 @@ PIPELINE_FILES = ["Snakefile", "workflow", "config", "notebooks", "profiles", "e
 CLUSTER_FILES = {"test_minicluster.py", "test_slurm.py"}
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` a worker runs a test file whole (its module fixtures are
-    made once), and one worker runs every cluster file, first: spread over two workers,
-    the second would wait for the first's lock and leave its core idle for minutes."""
-    for item in items:
-        group = "minicluster" if item.path.name in CLUSTER_FILES else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The cluster's test files first: the worker that takes them is busy longest."""
     items.sort(key=lambda item: item.path.name not in CLUSTER_FILES)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """A test file per worker at a time (its module fixtures are made once), and every
+    cluster file on one worker, in a row: spread over two workers, the second would wait
+    for the first's lock with its core idle for minutes."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClusterFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "minicluster" if Path(scope).name in CLUSTER_FILES else scope
+
+    return ClusterFilesTogether(config, log)
 
 
 def snakemake_command() -> list[str]:
