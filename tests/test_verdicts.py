@@ -280,6 +280,43 @@ def test_001_within_10_percent(disk100, spread, expected):
         assert "more repetitions" in rare.needs
 
 
+def with_own_baseline(frames, cost: dict, runs=None):
+    """The write-interval-100 runs' own steps without writes: each run's time over its
+    write cost on that tier (``cost``), so the baseline drifts with the run as on a shared
+    machine; ``runs``: only these repetitions hold one."""
+    results, _ = frames
+    rare = results[(results["write_interval"] == 100) & (results["metric"] == "time_per_step")]
+    if runs is not None:
+        rare = rare[rare["repetition"].isin(runs)]
+    own = rare.assign(metric="time_per_step_nowrite", value=rare["value"] / rare["tier"].map(cost))
+    results = pd.concat([results, own], ignore_index=True)
+    return results, aggregate.summarise(results, noise_threshold=0.25)
+
+
+@pytest.mark.parametrize(("cost", "expected"), [(1.05, REPRODUCED), (1.25, NOT_REPRODUCED)])
+def test_001_judges_each_run_against_its_own_steps_without_writes(cost, expected):
+    """Runs 25% apart in speed leave 1.05x undecided; each over its own baseline, the
+    drift cancels and the write's cost decides, both ways."""
+    drifting = cfd(0.20, 0.10, 0.05 * cost, 0.05, 0.60, 0.11, "wide")
+    assert judge("001", drifting)[1].status == WITHIN_NOISE
+    every_step, rare, _ = judge("001", with_own_baseline(drifting, {"disk": cost, "shm": 1.0}))
+    assert rare.status == expected
+    (comparison,) = rare.comparisons
+    assert comparison.ours == pytest.approx(cost)
+    assert comparison.high - comparison.low < 1e-9
+    assert "over its own steps without writes" in rare.text
+    # every step writes: no baseline of its own, and the verdict says so
+    assert "times as measured" in every_step.text
+
+
+def test_001_a_baseline_some_runs_lack_is_not_used():
+    drifting = cfd(0.20, 0.10, 0.0525, 0.05, 0.60, 0.11, "wide")
+    partly = with_own_baseline(drifting, {"disk": 1.05, "shm": 1.0}, runs=[1, 2])
+    rare = judge("001", partly)[1]
+    assert rare.status == WITHIN_NOISE and "times as measured" in rare.text
+    assert rare.comparisons == judge("001", drifting)[1].comparisons
+
+
 @pytest.mark.parametrize(
     ("disk", "expected"), [(4000, NOT_REPRODUCED), (800, NOT_REPRODUCED), (2000, REPRODUCED)]
 )

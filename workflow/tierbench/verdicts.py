@@ -57,6 +57,8 @@ PAGE_CACHE_NEEDS = (
     "or a file larger than the node's dirty limit"
 )
 MORE_REPETITIONS = "more repetitions"
+#: a ratio of a lesson with ``relative_to`` whose points' runs hold none of its baselines
+AS_MEASURED = "times as measured: these runs hold no baseline of their own"
 #: what a paper study's file gives its verdict: its lessons, and its published figure
 PAPER_KEYS = ("lessons", "published_figure")
 #: the premises on the device behind a lesson's tiers that :func:`on_page_cache` applies
@@ -149,20 +151,39 @@ class Runs:
                 group["_started"].tolist(),
             )
 
-    def sample(self, row: pd.Series) -> intervals.Sample:
-        key = tuple(str(row[c]) for c in POINT_METRIC)
+    def sample(self, row: pd.Series, metric: str | None = None) -> intervals.Sample:
+        """The point's repetitions of its own metric, or of another ``metric`` of it."""
+        key = tuple(str(row[c]) for c in POINT_METRIC[:-1]) + (str(metric or row["metric"]),)
         return self._samples.get(key, intervals.Sample(()))
 
-    def ratio(self, *rows: pd.Series) -> Interval:
-        """a / b of two points' medians, or (a / b) / (c / d) of four."""
-        samples = [self.sample(row) for row in rows]
+    def relative(self, row: pd.Series, baseline: str) -> intervals.Sample | None:
+        """Each run of the point divided by the same run's ``baseline``: the machine's speed,
+        which drifts from job to job on a shared machine, cancels. None: a run lacks it."""
+        own, base = self.sample(row), self.sample(row, baseline)
+        if not own.n or own.repetitions is None or own.repetitions != base.repetitions:
+            return None
+        if min(base.values) <= 0:
+            return None
+        values = tuple(v / b for v, b in zip(own.values, base.values, strict=True))
+        return intervals.Sample(values, own.repetitions, own.started)
+
+    def ratio(self, *rows: pd.Series, relative_to=()) -> tuple[Interval, str | None]:
+        """a / b of two points' medians, or (a / b) / (c / d) of four; with ``relative_to``
+        (metrics) of each run's value over its own first baseline that every run holds.
+        Also returns that baseline, None for the values as measured."""
+        samples, used = [self.sample(row) for row in rows], None
+        for baseline in relative_to:
+            found = [self.relative(row, baseline) for row in rows]
+            if all(sample is not None for sample in found):
+                samples, used = found, baseline
+                break
         make = intervals.ratio if len(rows) == 2 else intervals.ratio_of_ratios
         interval = make(*samples)
         if interval.n == 0 and not self.given:
             interval = Interval(
                 None, None, None, 0, reason="the per-repetition values (results.csv) of its points"
             )
-        return replace(interval, of=tuple(point_id(row) for row in rows))
+        return replace(interval, of=tuple(point_id(row) for row in rows)), used
 
 
 def point_id(row: pd.Series) -> str:
@@ -371,13 +392,18 @@ class Lesson:
 
     def judged_claim(self, spec: dict, rows: list, values: dict, name: str, note: str) -> Claim:
         fields = {**self.tiers, **values, "name": name}
-        interval, parts = self.study.runs.ratio(*rows), []
+        relative_to = self.spec["tiers"]["among"].get("relative_to", {})
+        interval, used = self.study.runs.ratio(*rows, relative_to=relative_to)
+        parts = []
         if "ratio" in spec:
             value = self.published(spec["published"])
         else:
             sides = [self.published(s) if isinstance(s, list) else s for s in spec["published"]]
             value = sides[0] / sides[1]
-            ratios = [self.study.runs.ratio(*rows[:2]), self.study.runs.ratio(*rows[2:])]
+            ratios = [
+                self.study.runs.ratio(*pair, relative_to=[used] if used else [])[0]
+                for pair in (rows[:2], rows[2:])
+            ]
             parts = [
                 comparison(*shown) for shown in zip(spec["labels"], sides, ratios, strict=True)
             ]
@@ -386,6 +412,8 @@ class Lesson:
         label = spec["label"].format(**fields)
         fields |= {"ours": show(interval), "published": _fmt(value)}
         text = spec["text"].format(**fields)
+        if relative_to:
+            text += f"; {relative_to[used]}" if used else f"; {AS_MEASURED}"
         return Claim(
             label, interval, band(spec["band"]), value, text, rows, spec.get("premise"), parts, note
         )
