@@ -473,8 +473,12 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
     # a step of 15 ms: far above what a step costs without work, also on a busy machine,
     # so the launch finds sweeps to hand on (at 1.5 ms it may rightly find none)
     record = run_job(
-        spec(tier, ensemble=2, steps=4, write_interval=1, compute_per_cell_step=1e-5), cfd_proxy.run
-    )
+        spec(
+            tier, ensemble=2, steps=4, write_interval=1, compute_per_cell_step=1e-5,
+            baseline_steps=2,
+        ),
+        cfd_proxy.run,
+    )  # fmt: skip
     metrics = by_name(record)
     # members x ranks x writes x 9 files (v1912, the default)
     assert metrics["files_created"]["value"] == 2 * 2 * 4 * 9
@@ -484,6 +488,8 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
         assert metrics[name]["unit"] == "s" and metrics[name]["value"] > 0
     assert metrics["write_phase_bandwidth"]["unit"] == "MB/s"
     assert "time_per_step_nowrite" not in metrics  # every step writes
+    # but the steps before the first write are the members' own speed
+    assert metrics["time_per_step_baseline"]["value"] > 0
     assert "write_cost" not in metrics  # nothing to tell a write from
     assert record["extra"]["launcher"] == "mpiexec" and len(record["extra"]["members"]) == 2
     # the members were given the sweeps one launch found alone before them
@@ -520,19 +526,23 @@ def test_baseline_has_no_writes_and_runner_cli_records_the_launcher(tmp_path):
     assert metrics["files_created"]["value"] == 0 and metrics["bytes_written"]["value"] == 0
     assert metrics["time_per_step_nowrite"]["value"] == metrics["time_per_step"]["value"]
     assert "write_phase_time" not in metrics
+    assert "time_per_step_baseline" not in metrics  # baseline_steps 0, the default
     assert list((tmp_path / "tier").iterdir()) == []
 
 
 @needs_mpi
 def test_each_step_computes_the_target_time(tmp_path):
-    """A rank finds the sweeps of 8 ms per step here, then computes that long every step."""
+    """A rank finds the sweeps of 8 ms per step here, then computes that long every step,
+    also in the timed steps before the first write (its baseline)."""
     params = {**PARAMS, "compute_per_cell_step": 8e-3 / 1500, "steps": 10, "write_interval": 5}
+    params["baseline_steps"] = 3
     _, result = run_writer(tmp_path, 1, cfd_proxy.writer_config({**params, "ranks": 1}))
     assert result["compute_target_per_step"] == pytest.approx(8e-3)
     calibration = result["calibration"]
     assert calibration["sweeps"] == result["sweeps"] > 0
     assert [n for n, _ in calibration["samples"][:3]] == [0, 0, 0]  # no work, then amounts
     assert 0.5 < result["compute_per_step"] / 8e-3 < 2, result["compute_per_step"]
+    assert 0.5 < result["time_per_step_baseline"] / 8e-3 < 2, result["time_per_step_baseline"]
 
 
 @needs_mpi

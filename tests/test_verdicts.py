@@ -280,16 +280,16 @@ def test_001_within_10_percent(disk100, spread, expected):
         assert "more repetitions" in rare.needs
 
 
-def with_own_baseline(frames, cost: dict, runs=None):
-    """The write-interval-100 runs' own steps without writes: each run's time over its
-    write cost on that tier (``cost``), so the baseline drifts with the run as on a shared
-    machine; ``runs``: only these repetitions hold one."""
+def with_own_baseline(frames, cost, runs=None, interval=100, own="time_per_step_nowrite"):
+    """Each run's own baseline at a write interval: its time over the cost of its writes
+    (``cost``: by tier, or a function of a run's row), so the baseline drifts with the run
+    as on a shared machine; ``runs``: only these repetitions hold one."""
     results, _ = frames
-    rare = results[(results["write_interval"] == 100) & (results["metric"] == "time_per_step")]
+    at = results[(results["write_interval"] == interval) & (results["metric"] == "time_per_step")]
     if runs is not None:
-        rare = rare[rare["repetition"].isin(runs)]
-    own = rare.assign(metric="time_per_step_nowrite", value=rare["value"] / rare["tier"].map(cost))
-    results = pd.concat([results, own], ignore_index=True)
+        at = at[at["repetition"].isin(runs)]
+    costs = at.apply(cost, axis=1) if callable(cost) else at["tier"].map(cost)
+    results = pd.concat([results, at.assign(metric=own, value=at["value"] / costs)])
     return results, aggregate.summarise(results, noise_threshold=0.25)
 
 
@@ -307,6 +307,22 @@ def test_001_judges_each_run_against_its_own_steps_without_writes(cost, expected
     assert "over its own steps without writes" in rare.text
     # every step writes: no baseline of its own, and the verdict says so
     assert "times as measured" in every_step.text
+
+
+def test_001_where_every_step_writes_each_run_has_its_steps_before_the_first_write():
+    """An ensemble whose writes cost the disk 1.5x a single run's, on runs 25% apart in
+    speed: undecided as measured, reproduced over each run's steps before its first write."""
+    drifting = cfd(0.30, 0.10, 0.05, 0.05, 0.45, 0.10, "wide")
+    assert judge("001", drifting)[2].status == WITHIN_NOISE
+
+    def cost(run):  # times over the run's own speed: disk 3x, 4.5x in an ensemble
+        return 1.0 if run["tier"] == "shm" else 3.0 * (1.5 if run["ensemble"] == 2 else 1.0)
+
+    own = with_own_baseline(drifting, cost, interval=1, own="time_per_step_baseline")
+    every_step, _, ensembles = judge("001", own)
+    assert every_step.status == ensembles.status == REPRODUCED
+    assert ensembles.comparisons[0].ours == pytest.approx(1.5)
+    assert "over its own steps before its first write" in ensembles.text
 
 
 def test_001_a_baseline_some_runs_lack_is_not_used():

@@ -194,6 +194,25 @@ def wait_for_gate(gate: Path, name: str) -> None:
         time.sleep(0.002)
 
 
+def own_baseline(comm, solver, steps: int) -> float | None:
+    """Mean time of ``steps`` timed steps without writes, after the start signal and before
+    the first write: this run's own speed, which a ratio of two runs divides by so that the
+    machine's drift between jobs cancels; the slowest rank's steps, as the loop's. None: 0."""
+    from mpi4py import MPI
+
+    if not steps:
+        return None
+    times = np.zeros(steps)
+    for i in range(steps):
+        start = time.perf_counter()
+        solver.step()
+        comm.Barrier()
+        times[i] = time.perf_counter() - start
+    slowest = np.zeros(steps) if comm.Get_rank() == 0 else None
+    comm.Reduce(times, slowest, op=MPI.MAX, root=0)
+    return float(slowest.mean()) if slowest is not None else None
+
+
 def claim_run_folder(comm, run_folder: Path | None) -> bool:
     """Make the run folder where this node has none; True for the rank that made it."""
     made = False
@@ -250,6 +269,7 @@ def run(
     if gate is not None and rank == 0:
         wait_for_gate(gate, name)
     comm.Barrier()
+    baseline = own_baseline(comm, solver, config.get("baseline_steps", 0))
 
     steps = config["steps"]
     step_times = np.zeros(steps)
@@ -299,6 +319,7 @@ def run(
     on_disk = (sum(f for f, _ in found), sum(d for _, d in found))
     result = summarise(config, size, slowest_steps, slowest_writes, totals, on_disk, loop_time)
     result["hosts"] = sorted(set(hosts))
+    result["time_per_step_baseline"] = baseline
     result.update(
         compute_target_per_step=config.get("compute_target"),
         sweeps=solver.sweeps,
