@@ -171,6 +171,31 @@ def test_a_strace_that_cannot_attach_says_why(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.parametrize(
+    ("launcher", "nodes", "why"),
+    [
+        ("srun --mpi=pmix", "1", "srun starts the ranks from slurmstepd"),
+        ("mpiexec", "2", "mpiexec starts the ranks of the job's other 1 node(s) there"),
+        ("mpiexec", "1", ""),
+        ("", "2", ""),  # no MPI: the job's processes are the runner's
+    ],
+)
+def test_ranks_started_outside_the_runner_are_not_counted_as_if_they_were(
+    tmp_path, monkeypatch, launcher, nodes, why
+):
+    """Counts of the launcher alone (no change with writes) would pass for the ranks':
+    where the ranks are no children of the runner the record says so, and has no counts."""
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", nodes)
+    spec = job_spec("dd", tmp_path, {}, count_syscalls=True)
+    spec["launcher"] = launcher
+    found = syscalls.outside_the_trace(spec)
+    assert found.startswith(why) and bool(found) == bool(why)
+    if why:
+        record = runner.run_job(spec, known_calls)
+        assert [m["metric"] for m in record["metrics"]] == ["work"]
+        assert record["extra"]["syscalls"] == {"counted": False, "reason": found}
+
+
 def test_the_experiment_flag_reaches_the_job_spec_through_the_plan(tmp_path):
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     experiment = {

@@ -15,7 +15,8 @@ subtracts the counts of a no-output baseline of the same shape (see
 traced run is far slower than an untraced one: its times mean nothing, and a
 traced experiment is never the timed one.
 
-Where strace is missing or may not attach (ptrace forbidden), the job runs
+Where strace is missing or may not attach (ptrace forbidden), or the ranks
+would not be the runner's processes (:func:`outside_the_trace`), the job runs
 untraced and its record says why (``extra["syscalls"]``, ``counted: false``).
 """
 
@@ -25,6 +26,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -219,12 +221,37 @@ def version(strace: str) -> str:
     return _first_line(done.stdout.splitlines()[0] if done.stdout else "") or "unknown"
 
 
+def outside_the_trace(spec: dict, environ=os.environ) -> str:
+    """Why a job's MPI ranks would not be processes of the traced runner, else "".
+
+    ``strace -f`` follows the runner's own children only: ``srun`` has each
+    node's slurmstepd start the ranks, and any launcher of a job on several
+    nodes starts the other nodes' ranks there. Their counts would be the
+    launcher's alone, the same with writes and without.
+    """
+    argv = shlex.split(spec.get("launcher") or "")
+    if not argv:
+        return ""
+    tool = os.path.basename(argv[0])
+    if tool == "srun":
+        return (
+            "srun starts the ranks from slurmstepd, outside the traced process tree: "
+            "calls are counted where the ranks are the runner's children (mpiexec, not under Slurm)"
+        )
+    nodes = environ.get("SLURM_JOB_NUM_NODES", "1")
+    if nodes.isdigit() and int(nodes) > 1:
+        return f"{tool} starts the ranks of the job's other {int(nodes) - 1} node(s) there"
+    return ""
+
+
 def counted(job, run: Callable) -> list[dict]:
     """``run(job)`` with its system calls counted; the counts join its metrics.
 
     The raw table goes to ``job.extra["syscalls"]``; when the calls cannot be
     counted the job still runs, and the record and the log say why.
     """
+    if reason := outside_the_trace(job.spec):
+        return _uncounted(job, run, reason)
     tracer = Tracer()
     try:
         job.log(f"counting system calls with {tracer.strace or STRACE} -f -c (a slow run)")
