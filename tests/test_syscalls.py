@@ -12,6 +12,7 @@ from conftest import REPO, job_spec
 from tierbench import matrix, runner, syscalls
 from tierbench.errors import PointFailed
 from tierbench.records import metric
+from tierbench.workloads import cfd_proxy
 
 # strace 6.1 on Debian 12, x86_64: `strace -f -c -o FILE sh -c 'mkdir -p /tmp/xx; echo hi >
 # /tmp/xx/a; mv /tmp/xx/a /tmp/xx/b; sync /tmp/xx/b; rm -r /tmp/xx'` (rows cut for length)
@@ -180,20 +181,63 @@ def test_a_strace_that_cannot_attach_says_why(tmp_path, monkeypatch):
         ("", "2", ""),  # no MPI: the job's processes are the runner's
     ],
 )
-def test_ranks_started_outside_the_runner_are_not_counted_as_if_they_were(
-    tmp_path, monkeypatch, launcher, nodes, why
-):
-    """Counts of the launcher alone (no change with writes) would pass for the ranks':
-    where the ranks are no children of the runner the record says so, and has no counts."""
+def test_where_ranks_start_outside_the_runner_it_is_known(monkeypatch, launcher, nodes, why):
+    """The runner's trace would hold the launcher alone there (no change with writes)."""
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", nodes)
-    spec = job_spec("dd", tmp_path, {}, count_syscalls=True)
-    spec["launcher"] = launcher
-    found = syscalls.outside_the_trace(spec)
+    found = syscalls.outside_the_trace({"launcher": launcher})
     assert found.startswith(why) and bool(found) == bool(why)
-    if why:
-        record = runner.run_job(spec, known_calls)
-        assert [m["metric"] for m in record["metrics"]] == ["work"]
-        assert record["extra"]["syscalls"] == {"counted": False, "reason": found}
+
+
+class RunnerUntraced:
+    """A tracer of the runner that counts nothing: only the ranks' own tables remain."""
+
+    strace = syscalls.STRACE
+
+    def start(self):
+        pass
+
+    def stop(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def proxy_calls(tmp_path, interval, monkeypatch) -> dict:
+    """A 2-rank cfd_proxy job whose ranks are traced one by one (as under srun); its note."""
+    monkeypatch.setattr(syscalls, "outside_the_trace", lambda spec, environ=None: "elsewhere")
+    monkeypatch.setattr(syscalls, "Tracer", RunnerUntraced)
+    monkeypatch.chdir(tmp_path)
+    tier = tmp_path / f"tier-{interval}"
+    tier.mkdir()
+    params = {"ranks": 2, "steps": 3, "write_interval": interval, "compute_per_cell_step": 0}
+    spec = job_spec("cfd_proxy", tier, {**params, "cells_per_rank": 1000, "warmup_steps": 0})
+    spec.update(count_syscalls=True, launcher="mpiexec")
+    return runner.run_job(spec, cfd_proxy.run)["extra"]["syscalls"]
+
+
+@needs_strace
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec is not installed")
+def test_ranks_outside_the_runner_are_each_traced_on_their_own(tmp_path, monkeypatch):
+    """Each rank under strace of its own, their tables added up: a write's folders appear
+    (3 made per rank per write), as they would not in the launcher's counts."""
+    writing, quiet = (proxy_calls(tmp_path, i, monkeypatch) for i in (1, "none"))
+    assert writing["counted"] and quiet["counted"]
+    assert "strace -f -c of each rank (elsewhere)" in writing["command"]
+
+    def made(note):  # mkdir calls that made a folder (a failed one found it there)
+        return note["table"]["mkdir"]["calls"] - note["table"]["mkdir"]["errors"]
+
+    assert made(writing) - made(quiet) == 2 * 3 * 3
+    assert not list(tmp_path.glob(".tierbench-strace-*"))
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec is not installed")
+def test_a_rank_without_its_table_leaves_the_job_uncounted(tmp_path, monkeypatch):
+    monkeypatch.setattr(syscalls, "rank_prefix", lambda job: [])
+    note = proxy_calls(tmp_path, 1, monkeypatch)
+    assert note == {"counted": False, "reason": note["reason"]}
+    assert note["reason"].startswith("0 of the job's 2 ranks counted their calls")
 
 
 def test_the_experiment_flag_reaches_the_job_spec_through_the_plan(tmp_path):

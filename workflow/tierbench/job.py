@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .rundir import RunFolder
 
@@ -20,6 +21,9 @@ class Job:
     spec: dict
     folder: RunFolder | None
     extra: dict = field(default_factory=dict)
+    #: where each rank's own system-call table goes, when the ranks are traced one by one
+    #: (:func:`tierbench.syscalls.rank_prefix`)
+    rank_tables: Path | None = None
 
     @property
     def params(self) -> dict:

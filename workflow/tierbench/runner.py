@@ -37,7 +37,7 @@ def _run(job: Job, run: Callable[[Job], list[dict]]) -> list[dict]:
         return run(job)
     from . import syscalls
 
-    return syscalls.counted(job, run)
+    return syscalls.counted(job, run, get(job.spec["workload"]).estimate("tasks", job.params))
 
 
 def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:

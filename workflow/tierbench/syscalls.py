@@ -15,9 +15,12 @@ subtracts the counts of a no-output baseline of the same shape (see
 traced run is far slower than an untraced one: its times mean nothing, and a
 traced experiment is never the timed one.
 
-Where strace is missing or may not attach (ptrace forbidden), or the ranks
-would not be the runner's processes (:func:`outside_the_trace`), the job runs
-untraced and its record says why (``extra["syscalls"]``, ``counted: false``).
+Where the MPI ranks are not the runner's processes (``srun`` starts them
+from slurmstepd, :func:`outside_the_trace`), each rank runs under an strace
+of its own (:func:`rank_prefix`) and the tables are added up. Where strace
+is missing or may not attach (ptrace forbidden), or a rank's table is
+missing, the job's calls are not counted and its record says why
+(``extra["syscalls"]``, ``counted: false``).
 """
 
 from __future__ import annotations
@@ -226,53 +229,85 @@ def outside_the_trace(spec: dict, environ=os.environ) -> str:
 
     ``strace -f`` follows the runner's own children only: ``srun`` has each
     node's slurmstepd start the ranks, and any launcher of a job on several
-    nodes starts the other nodes' ranks there. Their counts would be the
-    launcher's alone, the same with writes and without.
+    nodes starts the other nodes' ranks there. The runner's counts alone would
+    be the launcher's, the same with writes and without; such ranks are each
+    traced on their own (:func:`rank_prefix`).
     """
     argv = shlex.split(spec.get("launcher") or "")
     if not argv:
         return ""
     tool = os.path.basename(argv[0])
     if tool == "srun":
-        return (
-            "srun starts the ranks from slurmstepd, outside the traced process tree: "
-            "calls are counted where the ranks are the runner's children (mpiexec, not under Slurm)"
-        )
+        return "srun starts the ranks from slurmstepd, outside the runner's process tree"
     nodes = environ.get("SLURM_JOB_NUM_NODES", "1")
     if nodes.isdigit() and int(nodes) > 1:
         return f"{tool} starts the ranks of the job's other {int(nodes) - 1} node(s) there"
     return ""
 
 
-def counted(job, run: Callable) -> list[dict]:
+def rank_prefix(job) -> list[str]:
+    """What a workload puts between the launcher and a rank's program: where the ranks are
+    outside the runner's trace, ``strace -f -c`` of that rank, its table in a file of its
+    own in the job's ``rank_tables`` folder (a folder every node sees); else nothing. A node
+    without strace runs the rank untraced, and the job then lacks that rank's table."""
+    if getattr(job, "rank_tables", None) is None:
+        return []
+    strace = shlex.quote(STRACE)
+    wrapper = (
+        f'out=$1; shift; command -v {strace} >/dev/null || exec "$@"; '
+        f'exec {strace} -f -c -o "$out.$(uname -n).$$" "$@"'
+    )
+    return ["sh", "-c", wrapper, "sh", str(job.rank_tables / "rank")]
+
+
+def rank_tables(folder: Path, tasks: int) -> tuple[dict[str, dict] | None, str]:
+    """The ranks' tables added up, or None and why: one table per rank is expected."""
+    found = sorted(folder.glob("rank.*"))
+    if len(found) != tasks:
+        return (
+            None,
+            f"{len(found)} of the job's {tasks} ranks counted their calls (strace on every node?)",
+        )
+    return added(*(parse_table(path.read_text(errors="replace")) for path in found)), ""
+
+
+def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
     """``run(job)`` with its system calls counted; the counts join its metrics.
 
-    The raw table goes to ``job.extra["syscalls"]``; when the calls cannot be
-    counted the job still runs, and the record and the log say why.
+    ``tasks``: the job's ranks, each traced on its own where the runner's trace
+    would miss them (:func:`outside_the_trace`). The raw table goes to
+    ``job.extra["syscalls"]``; when the calls cannot be counted the job still
+    runs, and the record and the log say why.
     """
-    if reason := outside_the_trace(job.spec):
-        return _uncounted(job, run, reason)
+    command = "strace -f -c -p <runner pid>, from before run(job) until it returned"
+    if outside := outside_the_trace(job.spec):
+        job.rank_tables = Path(tempfile.mkdtemp(prefix=".tierbench-strace-", dir=Path.cwd()))
+        command += f"; and strace -f -c of each rank ({outside})"
     tracer = Tracer()
     try:
         job.log(f"counting system calls with {tracer.strace or STRACE} -f -c (a slow run)")
         try:
             tracer.start()
         except NotCounted as reason:
+            job.rank_tables = None
             return _uncounted(job, run, str(reason))
         try:
             metrics = run(job)
         finally:
             try:
-                table = tracer.stop()
+                table, failure = tracer.stop(), ""
             except NotCounted as reason:
                 table, failure = None, str(reason)
+        if table is not None and outside:
+            ranks, failure = rank_tables(job.rank_tables, tasks)
+            table = None if ranks is None else added(table, ranks)
         if table is None:
             job.extra["syscalls"] = {"counted": False, "reason": failure}
             job.log(f"system calls not counted: {failure}")
             return metrics
         job.extra["syscalls"] = {
             "counted": True,
-            "command": "strace -f -c -p <runner pid>, from before run(job) until it returned",
+            "command": command,
             "strace": version(tracer.strace),
             "categories": categorise(table),
             "table": table,
@@ -282,6 +317,19 @@ def counted(job, run: Callable) -> list[dict]:
         return metrics + metrics_of(table)
     finally:
         tracer.close()
+        if getattr(job, "rank_tables", None) is not None:
+            shutil.rmtree(job.rank_tables, ignore_errors=True)
+
+
+def added(*tables: dict[str, dict]) -> dict[str, dict]:
+    """Tables of several processes (the runner's, each rank's) as one."""
+    total: dict[str, dict] = {}
+    for table in tables:
+        for name, row in table.items():
+            entry = total.setdefault(name, {"calls": 0, "errors": 0, "seconds": 0.0})
+            for key in entry:
+                entry[key] += row[key]
+    return total
 
 
 def _uncounted(job, run: Callable, reason: str) -> list[dict]:

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import compute, foam, native, pagecache
+from .. import compute, foam, native, pagecache, syscalls
 from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
 from ..job import Job
@@ -310,9 +310,9 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
         added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     for i in range(p["ensemble"]):
-        command = launch_command(
-            launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), i
-        ) + [
+        command = [
+            *launch_command(launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), i),
+            *syscalls.rank_prefix(job),
             sys.executable, "-m", "tierbench.cfd_writer",
             "--case", str(folder / f"member{i}"),
             "--config", json.dumps(config, sort_keys=True),

@@ -102,7 +102,7 @@ from string import Template
 
 import numpy as np
 
-from .. import foamcase
+from .. import foamcase, syscalls
 from ..errors import PointFailed, PointNotApplicable
 from ..foam import block_shape
 from ..job import Job
@@ -1062,7 +1062,7 @@ def start(
     origin = time.perf_counter()
     for member in members:
         member.command = launch_command(launcher, p["ranks"], p["ensemble"], local)
-        member.command += solver_command(p, solver.name)
+        member.command += syscalls.rank_prefix(job) + solver_command(p, solver.name)
         member.session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
         member_env = {**launch, **dict.fromkeys(SESSION_VARS, member.session)}
         member.started = time.perf_counter() - origin
