@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals
+from .intervals import Interval, Sample
 from .schemas import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
@@ -111,7 +112,7 @@ class Point:
     def param(self, key: str) -> str:
         return _norm(self.params.get(key))
 
-    def sample(self, metric: str) -> intervals.Sample | None:
+    def sample(self, metric: str) -> Sample | None:
         reps = self.values.get(metric)
         if not reps:
             return None
@@ -278,7 +279,7 @@ def per_unit(point: Point, pair: Pair, metric: str) -> float | None:
     return total / units
 
 
-def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample | None:
+def per_unit_sample(point: Point, pair: Pair, metric: str) -> Sample | None:
     """A metric's repetitions divided by the point's units (bytes per write of each run)."""
     found, units = point.sample(metric), units_of(point, pair)
     if found is None or not units:
@@ -286,7 +287,7 @@ def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample |
     return _scaled(found, 1.0 / units)
 
 
-def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
+def _groups(samples: list[Sample]) -> list[list[int]]:
     """Samples resampled together: those whose repetitions ran back to back (intervals.paired)
     with the first of a group; unlike intervals' groups, not through another member."""
     groups: list[list[int]] = []
@@ -300,14 +301,7 @@ def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
     return groups
 
 
-def difference_ratio(
-    a: intervals.Sample,
-    b: intervals.Sample,
-    c: intervals.Sample,
-    d: intervals.Sample,
-    *,
-    scale: float = 1.0,
-) -> intervals.Interval:
+def difference_ratio(a: Sample, b: Sample, c: Sample, d: Sample, *, scale: float = 1.0) -> Interval:
     """(median a - median b) / (median c - median d) x scale, with a bootstrap interval.
 
     The I/O cost ratio: (proxy with writes - without) / (real with writes -
@@ -318,32 +312,30 @@ def difference_ratio(
     samples = [a, b, c, d]
     n = min(s.n for s in samples)
     if n == 0:
-        return intervals.Interval(None, None, None, 0, reason="a point has no measured repetition")
+        return Interval(None, None, None, 0, reason="a point has no measured repetition")
     top, bottom = a.median - b.median, c.median - d.median
     if top <= 0 or bottom <= 0:
         which = "the proxy's" if top <= 0 else "the real application's"
-        return intervals.Interval(
-            None, None, None, n, reason=f"{which} time with output is not above its baseline's"
-        )
+        reason = f"{which} time with output is not above its baseline's"
+        return Interval(None, None, None, n, reason=reason)
     estimate = top / bottom * scale
     if n < intervals.MIN_REPETITIONS:
-        return intervals.Interval(
-            estimate, None, None, n, reason="needs at least 2 repetitions of each point"
-        )
+        reason = "needs at least 2 repetitions of each point"
+        return Interval(estimate, None, None, n, reason=reason)
     groups = _groups(samples)
     medians = intervals.resampled_medians(samples, groups)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = (medians[:, 0] - medians[:, 1]) / (medians[:, 2] - medians[:, 3]) * scale
     if np.any(medians[:, 2] - medians[:, 3] <= 0):
         noise = "the real application's output cost is within the noise of its baseline"
-        return intervals.Interval(estimate, None, None, n, reason=noise)
+        return Interval(estimate, None, None, n, reason=noise)
     tail = (1 - intervals.LEVEL) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     is_paired = any(len(g) > 1 for g in groups)
-    return intervals.Interval(estimate, min(low, estimate), max(high, estimate), n, is_paired)
+    return Interval(estimate, min(low, estimate), max(high, estimate), n, is_paired)
 
 
-def decide(interval: intervals.Interval) -> str:
+def decide(interval: Interval) -> str:
     """agrees, differs or within noise: where the ratio's interval lies against the band."""
     return DECISIONS[BAND.place(interval)]
 
@@ -368,7 +360,7 @@ def _fmt(value: float | None, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
-def _interval_text(interval: intervals.Interval | None) -> str:
+def _interval_text(interval: Interval | None) -> str:
     if interval is None:
         return ""
     if not interval.known:
@@ -420,7 +412,7 @@ class Report:
         proxy: float | None,
         real: float | None,
         unit: str = "",
-        interval: intervals.Interval | None = None,
+        interval: Interval | None = None,
         decision: str = "",
         note: str = "",
     ) -> dict:
@@ -459,7 +451,7 @@ class Report:
         self.rows.append(line)
         return line
 
-    def judge(self, what: str, interval: intervals.Interval) -> str:
+    def judge(self, what: str, interval: Interval) -> str:
         """A comparison's decision; what differs or is undecided is kept for the verdict."""
         decision = decide(interval)
         self.decided += 1
@@ -483,7 +475,7 @@ class Report:
         proxy: float | None,
         real: float | None,
         unit: str,
-        interval: intervals.Interval,
+        interval: Interval,
         note: str = "",
     ) -> None:
         """Adds a line that the verdict rests on, judged."""
@@ -548,15 +540,11 @@ def bytes_rows(report: Report, m: Match) -> None:
     report.judged("output", "bytes per increment", m, *medians, "B", per_increment)
 
 
-def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
-    return intervals.Sample(
-        tuple(v * factor for v in found.values), found.repetitions, found.started
-    )
+def _scaled(found: Sample, factor: float) -> Sample:
+    return Sample(tuple(v * factor for v in found.values), found.repetitions, found.started)
 
 
-def compute_samples(
-    point: Point, base: Point | None, pair: Pair
-) -> tuple[intervals.Sample | None, str]:
+def compute_samples(point: Point, base: Point | None, pair: Pair) -> tuple[Sample | None, str]:
     """A point's compute time: its no-output baseline point's, else its own within-run one."""
     _, on_baseline, within = pair.compute
     found = base.sample(on_baseline) if base is not None else None
