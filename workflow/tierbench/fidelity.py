@@ -248,8 +248,7 @@ def shape_text(point: Point, keys: tuple[str, ...]) -> str:
 def units_of(point: Point, pair: Pair) -> float | None:
     """Writes (CFD: steps // write_interval) or evaluations (FE) of one run of the point."""
     if pair.unit == "write":
-        interval = point.param("write_interval")
-        steps = point.param("steps")
+        interval, steps = point.param("write_interval"), point.param("steps")
         if not interval or interval == "none" or not steps:
             return None
         return float(int(float(steps)) // int(float(interval)))
@@ -392,10 +391,7 @@ class Report:
     undecided: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     decided: int = 0
-    #: I/O cost comparisons made (points with a baseline of both)
-    costs: int = 0
-    #: compute comparisons made, and the (tier, points) each was of, not to repeat one
-    computes: int = 0
+    #: the (tier, points) of each compute comparison made, not to repeat one
     compared: set = field(default_factory=set)
     #: shape parameters that differ between the compared points (named in the reasons)
     varying: tuple[str, ...] = ()
@@ -417,14 +413,12 @@ class Report:
         note: str = "",
     ) -> dict:
         """Adds one line of the table, with numbers and the text a report shows; returns it."""
-        ratio = interval.estimate if interval is not None else None
+        ratio = interval.estimate if interval else None
         if ratio is None and proxy is not None and real:
             ratio = proxy / real
-        if interval is not None and not interval.known and interval.reason:
+        if interval and not interval.known and interval.reason:
             note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
-        low, high, n = (
-            (None,) * 3 if interval is None else (interval.low, interval.high, interval.n)
-        )
+        low, high, n = (interval.low, interval.high, interval.n) if interval else (None,) * 3
         line = {
             "section": section,
             "quantity": quantity,
@@ -457,44 +451,30 @@ class Report:
         self.decided += 1
         shown = _interval_text(interval)
         if decision == DIFFERS:
-            estimate = f"{interval.estimate:.3f}"
-            self.differs.append(
-                f"{what}: proxy / real {estimate}, interval {shown} lies outside {BAND_TEXT}"
-            )
+            ratio = f"proxy / real {interval.estimate:.3f}"
+            self.differs.append(f"{what}: {ratio}, interval {shown} lies outside {BAND_TEXT}")
         elif decision == WITHIN_NOISE and interval.known:
             self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
         elif decision == WITHIN_NOISE:
             self.undecided.append(f"{what}: {interval.reason or 'no interval'}")
         return decision
 
-    def judged(
-        self,
-        section: str,
-        quantity: str,
-        m: Match,
-        proxy: float | None,
-        real: float | None,
-        unit: str,
-        interval: Interval,
-        note: str = "",
-    ) -> None:
-        """Adds a line that the verdict rests on, judged."""
-        decision = self.judge(f"{quantity} {self.where(m)}", interval)
-        self.add(section, quantity, m, proxy, real, unit, interval, decision, note)
+    def judged(self, section: str, quantity: str, m: Match, *values, note: str = "") -> None:
+        """Adds a line that the verdict rests on, judged: ``values`` are :meth:`add`'s proxy,
+        real, unit and interval."""
+        decision = self.judge(f"{quantity} {self.where(m)}", values[-1])
+        self.add(section, quantity, m, *values, decision, note)
 
 
 def output_rows(report: Report, m: Match) -> None:
     """Files and folders per write of a matched pair of points, then bytes."""
-    pair, unit = report.pair, report.pair.unit
-    where = report.where(m)
+    pair, unit, where = report.pair, report.pair.unit, report.where(m)
     counts = [("files", pair.files)] + ([("folders", pair.dirs)] if pair.dirs else [])
-    for what, metric_name in counts:
-        p, r = per_unit(m.proxy, pair, metric_name), per_unit(m.real, pair, metric_name)
+    for what, metric in counts:
+        p, r = per_unit(m.proxy, pair, metric), per_unit(m.real, pair, metric)
         if p is None or r is None:
             missing = pair.proxy if p is None else pair.real
-            report.undecided.append(
-                f"{what} per {unit} {where}: {missing} reports no {metric_name}"
-            )
+            report.undecided.append(f"{what} per {unit} {where}: {missing} reports no {metric}")
             report.add("output", f"{what} per {unit}", m, p, r)
             continue
         wp, wr = writers_of(m.proxy, pair), writers_of(m.real, pair)
@@ -512,11 +492,8 @@ def output_rows(report: Report, m: Match) -> None:
 
 
 def bytes_rows(report: Report, m: Match) -> None:
-    """Bytes per write; for FE judged per increment where the solvers report them.
-
-    Each solver takes its own number of increments, so bytes per evaluation
-    follow its convergence, not its output: shown, and judged per increment.
-    """
+    """Bytes per write; for FE judged per increment where the solvers report them (each
+    takes its own number of increments, which bytes per evaluation follow)."""
     pair, unit = report.pair, report.pair.unit
     p_bytes = per_unit_sample(m.proxy, pair, "bytes_written")
     r_bytes = per_unit_sample(m.real, pair, "bytes_written")
@@ -556,8 +533,7 @@ def compute_samples(point: Point, base: Point | None, pair: Pair) -> tuple[Sampl
 
 def compute_rows(report: Report, m: Match) -> None:
     """The compute of proxy and application side by side: the time without output."""
-    pair = report.pair
-    quantity = pair.compute[0]
+    pair, quantity = report.pair, report.pair.compute[0]
     p, p_from = compute_samples(m.proxy, m.proxy_base, pair)
     r, r_from = compute_samples(m.real, m.real_base, pair)
     if p is None or r is None:
@@ -569,25 +545,19 @@ def compute_rows(report: Report, m: Match) -> None:
     if key in report.compared:  # another write interval with the same baselines
         return
     report.compared.add(key)
-    report.computes += 1
     note = f"sets the share of a step a write is, and so the tier ratio; {p_from} / {r_from}"
-    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note)
+    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note=note)
 
 
 def cost_rows(report: Report, m: Match) -> None:
-    """The I/O cost per write: with output minus without, for proxy and real side by side.
-
-    FE's write is an increment's output: each solver takes its own number of
-    increments for the same analysis, so the cost per evaluation is divided by them.
-    """
-    pair = report.pair
-    quantity = f"I/O cost per {pair.write_unit}"
+    """The I/O cost per write (FE: per increment), proxy beside real: measured within each
+    run, else with output minus without."""
+    pair, quantity = report.pair, f"I/O cost per {report.pair.write_unit}"
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
-        report.costs += 1
         note = f"within each run ({pair.cost_metric})"
         medians = (own[0].median, own[1].median)
-        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note)
+        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note=note)
         return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
@@ -595,10 +565,9 @@ def cost_rows(report: Report, m: Match) -> None:
         note = f"no baseline point of {missing}"
         report.add("I/O cost", quantity, m, None, None, "s", note=note)
         return
-    metric_name = pair.time_metric
-    samples = [p.sample(metric_name) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
+    samples = [p.sample(pair.time_metric) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
     if any(s is None for s in samples):
-        report.undecided.append(f"{quantity} {report.where(m)}: no {metric_name} measured")
+        report.undecided.append(f"{quantity} {report.where(m)}: no {pair.time_metric} measured")
         return
     p_factor, r_factor = _per_write(m.proxy, pair), _per_write(m.real, pair)
     if p_factor is None or r_factor is None:
@@ -610,7 +579,6 @@ def cost_rows(report: Report, m: Match) -> None:
         (real.median - real_base.median) * r_factor,
     )
     interval = difference_ratio(*samples, scale=p_factor / r_factor)
-    report.costs += 1
     report.judged("I/O cost", quantity, m, *costs, "s", interval)
 
 
@@ -632,8 +600,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
     files of its own before it writes anything, where the proxy's workers
     start once; what is compared is what the output adds.
     """
-    pair = report.pair
-    unit = pair.write_unit
+    pair, unit = report.pair, report.pair.write_unit
     if not traced:
         reasons = sorted({not_counted[w] for w in (pair.proxy, pair.real) if w in not_counted})
         status = f"not counted ({'; '.join(reasons) or 'no traced experiment'})"
@@ -641,10 +608,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
         return status
     for m in traced:
         if m.proxy_base is None or m.real_base is None:
-            report.notes.append(
-                f"system calls on {m.tier}: no traced baseline of "
-                f"{pair.proxy if m.proxy_base is None else pair.real}"
-            )
+            missing = pair.proxy if m.proxy_base is None else pair.real
+            report.notes.append(f"system calls on {m.tier}: no traced baseline of {missing}")
             continue
         for category in CATEGORIES:
             name = f"{METRIC_PREFIX}{category}"
@@ -708,13 +673,13 @@ def verdict(report: Report) -> tuple[str, list[str]]:
     pair = report.pair
     if report.differs:
         return DIFFERS, report.differs
-    cost_unit = pair.write_unit
-    if report.costs == 0 and not any(u.startswith("I/O cost") for u in report.undecided):
+    costs = [r for r in report.rows if r["section"] == "I/O cost" and r["decision"]]
+    if not costs and not any(u.startswith("I/O cost") for u in report.undecided):
         report.undecided.append(
-            f"I/O cost per {cost_unit}: no compared point has a no-output baseline of both "
+            f"I/O cost per {pair.write_unit}: no compared point has a no-output baseline of both "
             f"{pair.proxy} and {pair.real} ({_baseline_text(pair)})"
         )
-    if report.computes == 0:
+    if not report.compared:
         report.undecided.append(
             f"{pair.compute[0]}: measured by neither a no-output baseline point nor within "
             f"an output run of both {pair.proxy} and {pair.real}"
@@ -725,7 +690,7 @@ def verdict(report: Report) -> tuple[str, list[str]]:
         return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "
+        f"cost per {pair.write_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "
         "(95% intervals) at every compared point"
     ]
 
