@@ -179,13 +179,11 @@ def _shape(point: Point, keys: tuple[str, ...]) -> tuple[str, ...]:
 
 def shape_keys(pair: Pair, points: list[Point]) -> tuple[str, ...]:
     """The pair's shape parameters that both workloads have (a missing one cannot be matched)."""
-    have = {
-        w: set().union(
-            *[{k for k, v in p.params.items() if _norm(v)} for p in points if p.workload == w]
-        )
+    have = [
+        {k for p in points if p.workload == w for k, v in p.params.items() if _norm(v)}
         for w in (pair.proxy, pair.real)
-    }
-    return tuple(k for k in pair.shape if k in have[pair.proxy] and k in have[pair.real])
+    ]
+    return tuple(k for k in pair.shape if all(k in held for held in have))
 
 
 def baseline_of(
@@ -198,9 +196,7 @@ def baseline_of(
     found = [
         b
         for b in points
-        if b.workload == point.workload
-        and b.tier == point.tier
-        and b.traced == point.traced
+        if (b.workload, b.tier, b.traced) == (point.workload, point.tier, point.traced)
         and _is_baseline(b, pair)
         and _shape(b, same) == _shape(point, same)
     ]
@@ -226,15 +222,12 @@ def matches(pair: Pair, points: list[Point], traced: bool) -> list[Match]:
     chosen = [
         p for p in points if p.traced == traced and not _is_baseline(p, pair) and _imitates(p, pair)
     ]
-    reals: dict = {}
-    for p in chosen:
-        if p.workload == pair.real:
-            reals.setdefault((p.tier, _shape(p, keys)), []).append(p)
     return [
         Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
         for p in chosen
         if p.workload == pair.proxy
-        for r in reals.get((p.tier, _shape(p, keys)), [])
+        for r in chosen
+        if r.workload == pair.real and (r.tier, _shape(r, keys)) == (p.tier, _shape(p, keys))
     ]
 
 
