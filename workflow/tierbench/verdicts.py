@@ -33,12 +33,8 @@ from .tiers import DEVICE_CLASSES, LOCAL_DEVICE, NETWORK, RAM, classes_of
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not_reproduced", "inconclusive"
 WITHIN_NOISE = "within_noise"
-WORDS = {
-    REPRODUCED: "reproduced",
-    NOT_REPRODUCED: "not reproduced",
-    WITHIN_NOISE: "within noise",
-    INCONCLUSIVE: "inconclusive",
-}
+#: each status as a verdict's text says it
+WORDS = {s: s.replace("_", " ") for s in (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INCONCLUSIVE)}
 #: a claim's outcome from where its interval lies against its band
 OUTCOMES = {INSIDE: REPRODUCED, OUTSIDE: NOT_REPRODUCED, ACROSS: WITHIN_NOISE}
 #: the roles a lesson picks its tiers by; any other name is a tier class (fuse)
@@ -180,9 +176,8 @@ class Runs:
         make = intervals.ratio if len(rows) == 2 else intervals.ratio_of_ratios
         interval = make(*samples)
         if interval.n == 0 and not self.given:
-            interval = Interval(
-                None, None, None, 0, reason="the per-repetition values (results.csv) of its points"
-            )
+            reason = "the per-repetition values (results.csv) of its points"
+            interval = Interval(None, None, None, 0, reason=reason)
         return replace(interval, of=tuple(point_id(row) for row in rows)), used
 
 
@@ -219,11 +214,8 @@ def show(interval: Interval) -> str:
 
 
 def _page_cache(row: pd.Series) -> str:
-    """A row's page-cache state; a file-creating point on a network tier reached the server.
-
-    That holds whatever the record says, so results recorded before the rule
-    (tierbench.pagecache.reaches_server) are judged by it too.
-    """
+    """A row's page-cache state; a file-creating point on a network tier reached the server,
+    whatever a record made before that rule (pagecache.reaches_server) says."""
     declared = workloads.find(str(row.get("workload", "")))
     if pagecache.reaches_server(declared, str(row.get("tier_class", ""))):
         return pagecache.DEVICE
@@ -322,13 +314,10 @@ class Lesson:
                 return self.missing(why.format(**self.tiers))
             claims.append(claim)
         device = _on_device([row for claim in claims for row in claim.rows])
-        if premise.get("kind") == "fits_page_cache":
-            for row in device:
-                if str(row.get("page_cache", "") or "") == pagecache.DEVICE:
-                    reason = row.get("page_cache_reason", "")
-                    return _missing(
-                        spec["lesson"], premise["unmet"].format(**self.tiers, reason=reason)
-                    )
+        reached = [r for r in device if str(r.get("page_cache", "") or "") == pagecache.DEVICE]
+        if premise.get("kind") == "fits_page_cache" and reached:
+            reason = reached[0].get("page_cache_reason", "")
+            return _missing(spec["lesson"], premise["unmet"].format(**self.tiers, reason=reason))
         verdict = decided(spec, claims)
         if notes := [claim.note for claim in claims if claim.note]:
             verdict.text += " " + " ".join(notes)
@@ -338,9 +327,8 @@ class Lesson:
     def missing(self, what: str) -> Verdict:
         """Not testable, and why; with why its workload's points failed, if any did."""
         summary, among = self.study.summary, self.swap(self.spec["tiers"]["among"])
-        failed = summary[
-            (summary["workload"] == among.get("workload")) & (summary["status"] != "ok")
-        ]
+        failed = summary[summary["status"] != "ok"]
+        failed = failed[failed["workload"] == among.get("workload")]
         if len(failed):
             what += f" ({'; '.join(sorted(set(failed['reason'].astype(str))))})"
         return _missing(self.spec["lesson"], what)
