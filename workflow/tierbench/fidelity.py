@@ -438,11 +438,12 @@ class Report:
         self.rows.append(line)
         return line
 
-    def judge(self, what: str, interval: Interval) -> str:
-        """A comparison's decision; what differs or is undecided is kept for the verdict."""
-        decision = decide(interval)
+    def judged(self, section: str, quantity: str, m: Match, *values, note: str = "") -> None:
+        """Adds a line that the verdict rests on (``values``: :meth:`add`'s proxy, real, unit
+        and interval), judged; what differs or is undecided is kept for the verdict."""
+        what, interval = f"{quantity} {self.where(m)}", values[-1]
+        decision, shown = decide(interval), _interval_text(interval)
         self.decided += 1
-        shown = _interval_text(interval)
         if decision == DIFFERS:
             ratio = f"proxy / real {interval.estimate:.3f}"
             self.differs.append(f"{what}: {ratio}, interval {shown} lies outside {BAND_TEXT}")
@@ -450,12 +451,6 @@ class Report:
             self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
         elif decision == WITHIN_NOISE:
             self.undecided.append(f"{what}: {interval.reason or 'no interval'}")
-        return decision
-
-    def judged(self, section: str, quantity: str, m: Match, *values, note: str = "") -> None:
-        """Adds a line that the verdict rests on, judged: ``values`` are :meth:`add`'s proxy,
-        real, unit and interval."""
-        decision = self.judge(f"{quantity} {self.where(m)}", values[-1])
         self.add(section, quantity, m, *values, decision, note)
 
 
@@ -488,8 +483,7 @@ def bytes_rows(report: Report, m: Match) -> None:
     """Bytes per write; for FE judged per increment where the solvers report them (each
     takes its own number of increments, which bytes per evaluation follow)."""
     pair, unit = report.pair, report.pair.unit
-    p_bytes = per_unit_sample(m.proxy, pair, "bytes_written")
-    r_bytes = per_unit_sample(m.real, pair, "bytes_written")
+    p_bytes, r_bytes = (per_unit_sample(x, pair, "bytes_written") for x in (m.proxy, m.real))
     if p_bytes is None or r_bytes is None:
         report.undecided.append(f"bytes per {unit} {report.where(m)}: not reported by both")
         return
@@ -520,8 +514,7 @@ def compute_samples(point: Point, base: Point | None, pair: Pair) -> tuple[Sampl
     found = base.sample(on_baseline) if base is not None else None
     if found is not None:
         return found, f"{base.experiment}/{base.name}"
-    found = point.sample(within)
-    return found, f"{point.experiment}/{point.name} ({within})"
+    return point.sample(within), f"{point.experiment}/{point.name} ({within})"
 
 
 def compute_rows(report: Report, m: Match) -> None:
@@ -614,8 +607,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             report.add("system calls", calls, m, p, r)
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
                 report.notes.append(
-                    f"{pair.proxy} makes {_fmt(p)} {CATEGORY_LABELS[category]} calls per {unit}, "
-                    f"{pair.real} {_fmt(r)} on {m.tier}"
+                    f"{pair.proxy} makes {_fmt(p)} {calls}, {pair.real} {_fmt(r)} on {m.tier}"
                 )
     return "counted with strace -f -c (calls of the no-write baseline subtracted)"
 
@@ -706,9 +698,8 @@ def shape_map(report: Report) -> list[dict]:
             groups.setdefault(tuple(line["params"].get(k, "") for k in keys), []).append(line)
     computes: dict[tuple, list[dict]] = {}
     for shape, lines in groups.items():
-        computes.setdefault(_but_interval(shape, keys), []).extend(
-            r for r in lines if r["section"] == "compute"
-        )
+        shared = computes.setdefault(_but_interval(shape, keys), [])
+        shared.extend(r for r in lines if r["section"] == "compute")
     found = []
     for shape, lines in groups.items():
         judged = [r for r in lines if r["decision"]]
@@ -755,11 +746,8 @@ def _number(value: str) -> float | None:
 def _distance(a: dict, b: dict, keys) -> tuple[int, float]:
     """Parameters apart, then how far apart the numbers are (factors, not differences)."""
     apart = [k for k in keys if a[k] != b[k]]
-    spread = 0.0
-    for k in apart:
-        x, y = _number(a[k]), _number(b[k])
-        if x and y and x > 0 and y > 0:
-            spread += abs(math.log(x / y))
+    numbers = [(_number(a[k]), _number(b[k])) for k in apart]
+    spread = sum(abs(math.log(x / y)) for x, y in numbers if x and y and x > 0 and y > 0)
     return len(apart), spread
 
 
@@ -900,10 +888,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"cannot read the study's tables: {error}") from None
     data = fidelity(results, args.traced)
     data["failed_points"] = failed_points(summary)
-    out = Path(args.out)
-    tmp = out.with_suffix(".tmp")
+    tmp = Path(args.out).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=_json) + "\n")
-    tmp.replace(out)
+    tmp.replace(args.out)
     for entry in data["proxies"]:
         print(f"{entry['proxy']} vs {entry['real']}: {entry['verdict']}", file=sys.stderr)
         for reason in entry["reasons"]:
