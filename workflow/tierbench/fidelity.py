@@ -74,8 +74,7 @@ COUNT_TOLERANCE = 0.5
 
 @cache
 def pairs() -> tuple[Pair, ...]:
-    """Every proxy of the registry with the application it stands for (its declaration's
-    ``stands_for``), in name order."""
+    """Every proxy of the registry with the application it stands for, in name order."""
     return tuple(w.stands_for for w in registry().values() if w.stands_for is not None)
 
 
@@ -189,8 +188,7 @@ def shape_keys(pair: Pair, points: list[Point]) -> tuple[str, ...]:
 def baseline_of(
     point: Point, pair: Pair, points: list[Point], keys: tuple[str, ...]
 ) -> Point | None:
-    """The no-output baseline of a point: same workload, tier, shape and tracing; its own
-    experiment first."""
+    """A point's no-output baseline (same workload, tier, shape, tracing), own experiment first."""
     free = set(pair.baseline.get(point.workload, {}))
     same = tuple(k for k in keys if k not in free)
     found = [
@@ -791,8 +789,7 @@ def outside_region(entry: dict, params: dict) -> str | None:
 def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dict | None:
     """A proxy's table and verdict, or None when the study holds neither of the pair."""
     points = [p for p in points if not any(p.param(k) for k in pair.own_input)]
-    workloads = {p.workload for p in points}
-    if pair.proxy not in workloads and pair.real not in workloads:
+    if not any(p.workload in (pair.proxy, pair.real) for p in points):
         return None
     keys = shape_keys(pair, points)
     report = Report(pair, keys)
@@ -854,10 +851,9 @@ def traced_notes(paths: list[str]) -> tuple[set[str], dict[str, str]]:
 def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
     experiments, not_counted = traced_notes(list(traced_paths))
     points = load_points(results, experiments)
-    study = str(results["study"].iloc[0]) if not results.empty else ""
     proxies = [c for pair in pairs() if (c := compare(pair, points, not_counted)) is not None]
     return {
-        "study": study,
+        "study": str(results["study"].iloc[0]) if not results.empty else "",
         "band": [BAND.low, BAND.high],
         "level": intervals.LEVEL,
         "verdicts": {
@@ -911,10 +907,8 @@ def failed_points(summary: pd.DataFrame) -> list[dict]:
 
 
 def _json(value):
-    if isinstance(value, (np.floating, np.integer)):
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
         return value.item()
-    if isinstance(value, np.bool_):
-        return bool(value)
     raise TypeError(f"not JSON: {type(value)}")
 
 
