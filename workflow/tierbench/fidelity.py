@@ -358,17 +358,12 @@ def _interval_text(interval: Interval | None) -> str:
     return f"[{interval.low:.3g}, {interval.high:.3g}]"
 
 
+#: the table's columns as a report shows them: (key of a line's text or value, title)
 COLUMNS = [
-    ("quantity", "What"),
-    ("tier", "Tier"),
-    ("shape", "Shape"),
-    ("proxy", "Proxy"),
-    ("real", "Real application"),
-    ("ratio", "Proxy / real"),
-    ("interval", "95% interval"),
-    ("decision", "Decision"),
-    ("note", "Note"),
-]
+    ("quantity", "What"), ("tier", "Tier"), ("shape", "Shape"), ("proxy", "Proxy"),
+    ("real", "Real application"), ("ratio", "Proxy / real"), ("interval", "95% interval"),
+    ("decision", "Decision"), ("note", "Note"),
+]  # fmt: skip
 
 
 @dataclass
@@ -667,10 +662,8 @@ def verdict(report: Report) -> tuple[str, list[str]]:
             f"{pair.compute[0]}: measured by neither a no-output baseline point nor within "
             f"an output run of both {pair.proxy} and {pair.real}"
         )
-    if report.decided == 0:
+    if report.undecided or not report.decided:
         return WITHIN_NOISE, report.undecided or [f"nothing of {pair.proxy} could be compared"]
-    if report.undecided:
-        return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
         f"cost per {pair.write_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "

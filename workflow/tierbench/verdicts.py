@@ -156,9 +156,8 @@ class Runs:
         """Each run of the point divided by the same run's ``baseline``: the machine's speed,
         which drifts from job to job on a shared machine, cancels. None: a run lacks it."""
         own, base = self.sample(row), self.sample(row, baseline)
-        if not own.n or own.repetitions is None or own.repetitions != base.repetitions:
-            return None
-        if min(base.values) <= 0:
+        same_runs = own.n and own.repetitions is not None and own.repetitions == base.repetitions
+        if not same_runs or min(base.values) <= 0:
             return None
         values = tuple(v / b for v, b in zip(own.values, base.values, strict=True))
         return intervals.Sample(values, own.repetitions, own.started)
