@@ -223,7 +223,6 @@ def _page_cache(row: pd.Series) -> str:
 
 def _in_memory(rows) -> tuple[bool, str]:
     """Whether every row's point may have stayed in the page cache, and the first reason."""
-    rows = [r for r in rows if r is not None]
     if not rows or any(_page_cache(r) != IN_MEMORY for r in rows):
         return False, ""
     return True, str(rows[0].get("page_cache_reason", "") or "")
@@ -473,16 +472,12 @@ def decided(spec: dict, claims: list[Claim]) -> Verdict:
     band_words = "; ".join(
         str(c.band) if len(judged) == 1 else f"{c.label} {c.band}" for c in judged
     )
+    text = f"{what}; the lesson claims {band_words}: {WORDS[status]}."
     shown = [claim.comparison() for claim in judged] + [p for c in judged for p in c.parts]
-    verdict = Verdict(
-        lesson,
-        status,
-        f"{what}; the lesson claims {band_words}: {WORDS[status]}.",
-        shown + [premise.comparison() for premise in premises],
-        bands or band_words,
-        _needs(judged, spec.get("hint", "")) if status == WITHIN_NOISE else "",
-        sorted({point for claim in judged for point in claim.interval.of}),
-    )
+    shown += [premise.comparison() for premise in premises]
+    needs = _needs(judged, spec.get("hint", "")) if status == WITHIN_NOISE else ""
+    points = sorted({point for claim in judged for point in claim.interval.of})
+    verdict = Verdict(lesson, status, text, shown, bands or band_words, needs, points)
     for premise in (p for p in premises if p.outcome == WITHIN_NOISE):
         verdict.status, verdict.needs = WITHIN_NOISE, _needs(claims)
         verdict.text = f"{what}; {premise.premise['undecided']}."
