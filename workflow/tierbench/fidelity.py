@@ -146,9 +146,8 @@ def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Poi
             values.setdefault(row.metric, {})[int(row.repetition)] = float(row.value)
         started = dict(zip(rows["repetition"].astype(int), rows["started_s"], strict=True))
         params = {c: first[c] for c in param_columns}
-        traced = experiment in traced_experiments or any(
-            m.startswith(METRIC_PREFIX) for m in values
-        )
+        counted_calls = any(m.startswith(METRIC_PREFIX) for m in values)
+        traced = experiment in traced_experiments or counted_calls
         names = (workload, experiment, tier, first["tier_class"], name)
         points.append(Point(*names, params, values, started, traced))
     return points
@@ -648,20 +647,17 @@ def _baseline_text(pair: Pair) -> str:
 
 
 def verdict(report: Report) -> tuple[str, list[str]]:
-    pair = report.pair
+    """The proxy's verdict and why; faithful needs its I/O cost and compute compared."""
+    pair, both = report.pair, f"both {report.pair.proxy} and {report.pair.real}"
     if report.differs:
         return DIFFERS, report.differs
     costs = [r for r in report.rows if r["section"] == "I/O cost" and r["decision"]]
     if not costs and not any(u.startswith("I/O cost") for u in report.undecided):
-        report.undecided.append(
-            f"I/O cost per {pair.write_unit}: no compared point has a no-output baseline of both "
-            f"{pair.proxy} and {pair.real} ({_baseline_text(pair)})"
-        )
+        baseline = f"no compared point has a no-output baseline of {both} ({_baseline_text(pair)})"
+        report.undecided.append(f"I/O cost per {pair.write_unit}: {baseline}")
     if not report.compared:
-        report.undecided.append(
-            f"{pair.compute[0]}: measured by neither a no-output baseline point nor within "
-            f"an output run of both {pair.proxy} and {pair.real}"
-        )
+        nowhere = f"neither a no-output baseline point nor within an output run of {both}"
+        report.undecided.append(f"{pair.compute[0]}: measured by {nowhere}")
     if report.undecided or not report.decided:
         return WITHIN_NOISE, report.undecided or [f"nothing of {pair.proxy} could be compared"]
     return FAITHFUL, [
@@ -707,14 +703,9 @@ def shape_map(report: Report) -> list[dict]:
             status = WITHIN_NOISE
             why = open_ or [{"quantity": "I/O cost or compute not decided here", "tier": ""}]
         params = dict(zip(keys, shape, strict=True))
-        found.append(
-            {
-                "params": params,
-                "shape": ", ".join(f"{k}={params[k]}" for k in report.varying) or "the one shape",
-                "verdict": status,
-                "why": [_where_text(r) for r in why],
-            }
-        )
+        named = ", ".join(f"{k}={params[k]}" for k in report.varying) or "the one shape"
+        why = [_where_text(r) for r in why]
+        found.append({"params": params, "shape": named, "verdict": status, "why": why})
     return found
 
 
