@@ -825,10 +825,8 @@ def traced_notes(paths: list[str]) -> tuple[set[str], dict[str, str]]:
         spec, note = record["spec"], record.get("extra", {}).get("syscalls")
         experiments.add(spec["experiment"])
         if note and not note.get("counted"):
-            reason = note.get("reason", "")
-            reasons[spec["workload"]] = (
-                "strace missing" if reason.startswith("strace missing") else reason
-            )
+            reason, missing = note.get("reason", ""), "strace missing"
+            reasons[spec["workload"]] = missing if reason.startswith(missing) else reason
     return experiments, reasons
 
 

@@ -377,6 +377,7 @@ class Lesson:
         return found, values
 
     def judged_claim(self, spec: dict, rows: list, values: dict, name: str, note: str) -> Claim:
+        """The claim's ratio on ``rows`` beside the published one, in the lesson's words."""
         fields = {**self.tiers, **values, "name": name}
         relative_to = self.spec["tiers"]["among"].get("relative_to", {})
         interval, used = self.study.runs.ratio(*rows, relative_to=relative_to)
@@ -386,13 +387,9 @@ class Lesson:
         else:
             sides = [self.published(s) if isinstance(s, list) else s for s in spec["published"]]
             value = sides[0] / sides[1]
-            ratios = [
-                self.study.runs.ratio(*pair, relative_to=[used] if used else [])[0]
-                for pair in (rows[:2], rows[2:])
-            ]
-            parts = [
-                comparison(*shown) for shown in zip(spec["labels"], sides, ratios, strict=True)
-            ]
+            halves, same_baseline = (rows[:2], rows[2:]), ([used] if used else [])
+            ratios = [self.study.runs.ratio(*half, relative_to=same_baseline)[0] for half in halves]
+            parts = [comparison(*each) for each in zip(spec["labels"], sides, ratios, strict=True)]
             fields |= {"upper": show(ratios[0]), "lower": show(ratios[1])}
             fields |= {"published_upper": _fmt(sides[0]), "published_lower": _fmt(sides[1])}
         label = spec["label"].format(**fields)
