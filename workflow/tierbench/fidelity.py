@@ -461,10 +461,8 @@ def output_rows(report: Report, m: Match) -> None:
         same = abs(p / wp - r / wr) < COUNT_TOLERANCE
         if not same:
             per = f"per rank per {unit}" if pair.unit == "write" else f"per {unit}"
-            report.differs.append(
-                f"{pair.proxy} writes {_fmt(p / wp)} {what} {per}, "
-                f"{pair.real} {_fmt(r / wr)} {where}"
-            )
+            proxy_writes = f"{pair.proxy} writes {_fmt(p / wp)} {what} {per}"
+            report.differs.append(f"{proxy_writes}, {pair.real} {_fmt(r / wr)} {where}")
         note = f"per writer: {_fmt(p / wp)} vs {_fmt(r / wr)}" if max(wp, wr) > 1 else ""
         decision = "match" if same else DIFFERS
         report.add("output", f"{what} per {unit}", m, p, r, decision=decision, note=note)
@@ -598,9 +596,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             calls = f"{CATEGORY_LABELS[category]} calls per {unit}"
             report.add("system calls", calls, m, p, r)
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
-                report.notes.append(
-                    f"{pair.proxy} makes {_fmt(p)} {calls}, {pair.real} {_fmt(r)} on {m.tier}"
-                )
+                note = f"{pair.proxy} makes {_fmt(p)} {calls}, {pair.real} {_fmt(r)} on {m.tier}"
+                report.notes.append(note)
     return "counted with strace -f -c (calls of the no-write baseline subtracted)"
 
 
@@ -787,10 +784,8 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
     tier_rows(report, timed)
     if not timed:
         status = NOT_COMPARED
-        reasons = [
-            f"no untraced points of {pair.proxy} and {pair.real} on the same tier with the same "
-            f"shape ({', '.join(pair.shape)})"
-        ]
+        where = f"on the same tier with the same shape ({', '.join(pair.shape)})"
+        reasons = [f"no untraced points of {pair.proxy} and {pair.real} {where}"]
     else:
         status, reasons = verdict(report)
     return {
@@ -882,10 +877,8 @@ def failed_points(summary: pd.DataFrame) -> list[dict]:
     if summary.empty or "status" not in summary.columns:
         return []
     rows = summary[(summary["metric"] == "status") & summary["workload"].isin(names)]
-    return [
-        {k: str(r[k]) for k in ("workload", "experiment", "tier", "point", "status", "reason")}
-        for _, r in rows.iterrows()
-    ]
+    shown = ("workload", "experiment", "tier", "point", "status", "reason")
+    return [{k: str(r[k]) for k in shown} for _, r in rows.iterrows()]
 
 
 def _json(value):

@@ -141,11 +141,9 @@ class Runs:
         rows = rows.assign(_started=seconds.astype(float))
         keys = rows[POINT_METRIC].astype(str)
         for key, group in rows.groupby([keys[c] for c in POINT_METRIC], sort=False):
-            self._samples[key] = intervals.sample(
-                group["value"].astype(float).tolist(),
-                pd.to_numeric(group["repetition"]).astype(int).tolist(),
-                group["_started"].tolist(),
-            )
+            values = group["value"].astype(float).tolist()
+            repetitions = pd.to_numeric(group["repetition"]).astype(int).tolist()
+            self._samples[key] = intervals.sample(values, repetitions, group["_started"].tolist())
 
     def sample(self, row: pd.Series, metric: str | None = None) -> intervals.Sample:
         """The point's repetitions of its own metric, or of another ``metric`` of it."""
@@ -397,9 +395,8 @@ class Lesson:
         text = spec["text"].format(**fields)
         if relative_to:
             text += f"; {relative_to[used]}" if used else f"; {AS_MEASURED}"
-        return Claim(
-            label, interval, band(spec["band"]), value, text, rows, spec.get("premise"), parts, note
-        )
+        claimed = band(spec["band"])
+        return Claim(label, interval, claimed, value, text, rows, spec.get("premise"), parts, note)
 
     def published(self, pair: list[dict]) -> float:
         """The published ratio: the median of each side's reference rows, one over the other."""
