@@ -58,11 +58,9 @@ FAITHFUL, DIFFERS, WITHIN_NOISE = "faithful", "differs", "within noise"
 NOT_COMPARED = "not compared"
 #: a verdict in a sentence about the proxy
 FOUND = {
-    FAITHFUL: "was faithful",
-    DIFFERS: "differed",
-    WITHIN_NOISE: "was within noise",
+    FAITHFUL: "was faithful", DIFFERS: "differed", WITHIN_NOISE: "was within noise",
     NOT_COMPARED: "was not compared",
-}
+}  # fmt: skip
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = intervals.Band("within", low=0.9, high=1.1)
 BAND_TEXT = f"{BAND.low}-{BAND.high}"
@@ -550,12 +548,10 @@ def cost_rows(report: Report, m: Match) -> None:
         report.undecided.append(f"{quantity} {report.where(m)}: no {pair.increments} measured")
         return
     proxy, proxy_base, real, real_base = samples
-    costs = (
-        (proxy.median - proxy_base.median) * p_factor,
-        (real.median - real_base.median) * r_factor,
-    )
+    proxy_cost = (proxy.median - proxy_base.median) * p_factor
+    real_cost = (real.median - real_base.median) * r_factor
     interval = difference_ratio(*samples, scale=p_factor / r_factor)
-    report.judged("I/O cost", quantity, m, *costs, "s", interval)
+    report.judged("I/O cost", quantity, m, proxy_cost, real_cost, "s", interval)
 
 
 def _per_write(point: Point, pair: Pair) -> float | None:
@@ -809,8 +805,7 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
 
 
 def traced_notes(paths: list[str]) -> tuple[set[str], dict[str, str]]:
-    """From raw records of traced experiments: their names, and per workload why calls were
-    not counted (when they were not)."""
+    """From raw records: the traced experiments, and per workload why calls were not counted."""
     experiments, reasons = set(), {}
     for path in paths:
         try:

@@ -39,11 +39,9 @@ WORDS = {s: s.replace("_", " ") for s in (REPRODUCED, NOT_REPRODUCED, WITHIN_NOI
 OUTCOMES = {INSIDE: REPRODUCED, OUTSIDE: NOT_REPRODUCED, ACROSS: WITHIN_NOISE}
 #: the roles a lesson picks its tiers by; any other name is a tier class (fuse)
 ROLES = {
-    "ram": classes_of(RAM),
-    "local_device": classes_of(LOCAL_DEVICE),
-    "network": classes_of(NETWORK),
-    "device": DEVICE_CLASSES,
-}
+    "ram": classes_of(RAM), "local_device": classes_of(LOCAL_DEVICE),
+    "network": classes_of(NETWORK), "device": DEVICE_CLASSES,
+}  # fmt: skip
 #: the columns that name one point's metric in results.csv and summary.csv
 POINT_METRIC = ["experiment", "workload", "tier", "point", "metric"]
 IN_MEMORY = "may_stay_in_memory"
