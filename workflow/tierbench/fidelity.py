@@ -68,6 +68,8 @@ BAND_TEXT = f"{BAND.low}-{BAND.high}"
 DECISIONS = {intervals.INSIDE: "agrees", intervals.OUTSIDE: DIFFERS, intervals.ACROSS: WITHIN_NOISE}
 #: files or folders per writer and write differing by less than this are the same count
 COUNT_TOLERANCE = 0.5
+#: the multiples a table shows bytes and seconds in, largest first
+MULTIPLES = {"B": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")), "s": ((1.0, "s"), (1e-3, "ms"))}
 
 
 @cache
@@ -333,15 +335,12 @@ def decide(interval: Interval) -> str:
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
+    for size, name in MULTIPLES.get(unit, ()):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {name}"
     if unit == "B":
-        for size, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-            if abs(value) >= size:
-                return f"{value / size:.3g} {name}"
         return f"{value:.0f} B"
     if unit == "s":
-        for size, name in ((1.0, "s"), (1e-3, "ms")):
-            if abs(value) >= size:
-                return f"{value / size:.3g} {name}"
         return f"{value * 1e6:.3g} us"
     text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return f"{text} {unit}".strip()
