@@ -94,7 +94,7 @@ def _norm(value) -> str:
 
 @dataclass
 class Point:
-    """One point of the study: its parameters and, per metric, a value per repetition."""
+    """One point of the study: its parameters and, per metric, its repetitions."""
 
     workload: str
     experiment: str
@@ -102,21 +102,15 @@ class Point:
     tier_class: str
     name: str
     params: dict
-    #: metric -> {repetition: value}
-    values: dict
-    #: repetition -> start time (s), for pairing repetitions
-    started: dict
+    #: metric -> its values by repetition, with each run's start time for pairing
+    samples: dict[str, Sample]
     traced: bool = False
 
     def param(self, key: str) -> str:
         return _norm(self.params.get(key))
 
     def sample(self, metric: str) -> Sample | None:
-        reps = self.values.get(metric)
-        if not reps:
-            return None
-        started = [self.started.get(r, float("nan")) for r in reps]
-        return intervals.sample(list(reps.values()), list(reps), started)
+        return self.samples.get(metric)
 
     def median(self, metric: str) -> float | None:
         found = self.sample(metric)
@@ -145,11 +139,15 @@ def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Poi
         for row in rows.itertuples(index=False):
             values.setdefault(row.metric, {})[int(row.repetition)] = float(row.value)
         started = dict(zip(rows["repetition"].astype(int), rows["started_s"], strict=True))
+        samples = {
+            metric: intervals.sample(list(reps.values()), list(reps), [started[r] for r in reps])
+            for metric, reps in values.items()
+        }
         params = {c: first[c] for c in param_columns}
         counted_calls = any(m.startswith(METRIC_PREFIX) for m in values)
         traced = experiment in traced_experiments or counted_calls
         names = (workload, experiment, tier, first["tier_class"], name)
-        points.append(Point(*names, params, values, started, traced))
+        points.append(Point(*names, params, samples, traced))
     return points
 
 
