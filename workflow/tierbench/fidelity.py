@@ -279,12 +279,10 @@ def _groups(samples: list[Sample]) -> list[list[int]]:
     with the first of a group; unlike intervals' groups, not through another member."""
     groups: list[list[int]] = []
     for i, s in enumerate(samples):
-        for group in groups:
-            if intervals.paired(samples[group[0]], s):
-                group.append(i)
-                break
-        else:
-            groups.append([i])
+        group = next((g for g in groups if intervals.paired(samples[g[0]], s)), None)
+        if group is None:
+            groups.append(group := [])
+        group.append(i)
     return groups
 
 
