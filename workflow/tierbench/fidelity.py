@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals
+from .intervals import Interval, Sample
 from .schemas import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
@@ -57,11 +58,9 @@ FAITHFUL, DIFFERS, WITHIN_NOISE = "faithful", "differs", "within noise"
 NOT_COMPARED = "not compared"
 #: a verdict in a sentence about the proxy
 FOUND = {
-    FAITHFUL: "was faithful",
-    DIFFERS: "differed",
-    WITHIN_NOISE: "was within noise",
+    FAITHFUL: "was faithful", DIFFERS: "differed", WITHIN_NOISE: "was within noise",
     NOT_COMPARED: "was not compared",
-}
+}  # fmt: skip
 #: a ratio proxy/real agrees when its interval lies within this band
 BAND = intervals.Band("within", low=0.9, high=1.1)
 BAND_TEXT = f"{BAND.low}-{BAND.high}"
@@ -69,12 +68,13 @@ BAND_TEXT = f"{BAND.low}-{BAND.high}"
 DECISIONS = {intervals.INSIDE: "agrees", intervals.OUTSIDE: DIFFERS, intervals.ACROSS: WITHIN_NOISE}
 #: files or folders per writer and write differing by less than this are the same count
 COUNT_TOLERANCE = 0.5
+#: the multiples a table shows bytes and seconds in, largest first
+MULTIPLES = {"B": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")), "s": ((1.0, "s"), (1e-3, "ms"))}
 
 
 @cache
 def pairs() -> tuple[Pair, ...]:
-    """Every proxy of the registry with the application it stands for (its declaration's
-    ``stands_for``), in name order."""
+    """Every proxy of the registry with the application it stands for, in name order."""
     return tuple(w.stands_for for w in registry().values() if w.stands_for is not None)
 
 
@@ -94,7 +94,7 @@ def _norm(value) -> str:
 
 @dataclass
 class Point:
-    """One point of the study: its parameters and, per metric, a value per repetition."""
+    """One point of the study: its parameters and, per metric, its repetitions."""
 
     workload: str
     experiment: str
@@ -102,21 +102,15 @@ class Point:
     tier_class: str
     name: str
     params: dict
-    #: metric -> {repetition: value}
-    values: dict
-    #: repetition -> start time (s), for pairing repetitions
-    started: dict
+    #: metric -> its values by repetition, with each run's start time for pairing
+    samples: dict[str, Sample]
     traced: bool = False
 
     def param(self, key: str) -> str:
         return _norm(self.params.get(key))
 
-    def sample(self, metric: str) -> intervals.Sample | None:
-        reps = self.values.get(metric)
-        if not reps:
-            return None
-        started = [self.started.get(r, float("nan")) for r in reps]
-        return intervals.sample(list(reps.values()), list(reps), started)
+    def sample(self, metric: str) -> Sample | None:
+        return self.samples.get(metric)
 
     def median(self, metric: str) -> float | None:
         found = self.sample(metric)
@@ -145,12 +139,15 @@ def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Poi
         for row in rows.itertuples(index=False):
             values.setdefault(row.metric, {})[int(row.repetition)] = float(row.value)
         started = dict(zip(rows["repetition"].astype(int), rows["started_s"], strict=True))
+        samples = {
+            metric: intervals.sample(list(reps.values()), list(reps), [started[r] for r in reps])
+            for metric, reps in values.items()
+        }
         params = {c: first[c] for c in param_columns}
-        traced = experiment in traced_experiments or any(
-            m.startswith(METRIC_PREFIX) for m in values
-        )
+        counted_calls = any(m.startswith(METRIC_PREFIX) for m in values)
+        traced = experiment in traced_experiments or counted_calls
         names = (workload, experiment, tier, first["tier_class"], name)
-        points.append(Point(*names, params, values, started, traced))
+        points.append(Point(*names, params, samples, traced))
     return points
 
 
@@ -178,28 +175,23 @@ def _shape(point: Point, keys: tuple[str, ...]) -> tuple[str, ...]:
 
 def shape_keys(pair: Pair, points: list[Point]) -> tuple[str, ...]:
     """The pair's shape parameters that both workloads have (a missing one cannot be matched)."""
-    have = {
-        w: set().union(
-            *[{k for k, v in p.params.items() if _norm(v)} for p in points if p.workload == w]
-        )
+    have = [
+        {k for p in points if p.workload == w for k, v in p.params.items() if _norm(v)}
         for w in (pair.proxy, pair.real)
-    }
-    return tuple(k for k in pair.shape if k in have[pair.proxy] and k in have[pair.real])
+    ]
+    return tuple(k for k in pair.shape if all(k in held for held in have))
 
 
 def baseline_of(
     point: Point, pair: Pair, points: list[Point], keys: tuple[str, ...]
 ) -> Point | None:
-    """The no-output baseline of a point: same workload, tier, shape and tracing; its own
-    experiment first."""
+    """A point's no-output baseline (same workload, tier, shape, tracing), own experiment first."""
     free = set(pair.baseline.get(point.workload, {}))
     same = tuple(k for k in keys if k not in free)
     found = [
         b
         for b in points
-        if b.workload == point.workload
-        and b.tier == point.tier
-        and b.traced == point.traced
+        if (b.workload, b.tier, b.traced) == (point.workload, point.tier, point.traced)
         and _is_baseline(b, pair)
         and _shape(b, same) == _shape(point, same)
     ]
@@ -225,15 +217,12 @@ def matches(pair: Pair, points: list[Point], traced: bool) -> list[Match]:
     chosen = [
         p for p in points if p.traced == traced and not _is_baseline(p, pair) and _imitates(p, pair)
     ]
-    reals: dict = {}
-    for p in chosen:
-        if p.workload == pair.real:
-            reals.setdefault((p.tier, _shape(p, keys)), []).append(p)
     return [
         Match(p, r, baseline_of(p, pair, points, keys), baseline_of(r, pair, points, keys))
         for p in chosen
         if p.workload == pair.proxy
-        for r in reals.get((p.tier, _shape(p, keys)), [])
+        for r in chosen
+        if r.workload == pair.real and (r.tier, _shape(r, keys)) == (p.tier, _shape(p, keys))
     ]
 
 
@@ -247,8 +236,7 @@ def shape_text(point: Point, keys: tuple[str, ...]) -> str:
 def units_of(point: Point, pair: Pair) -> float | None:
     """Writes (CFD: steps // write_interval) or evaluations (FE) of one run of the point."""
     if pair.unit == "write":
-        interval = point.param("write_interval")
-        steps = point.param("steps")
+        interval, steps = point.param("write_interval"), point.param("steps")
         if not interval or interval == "none" or not steps:
             return None
         return float(int(float(steps)) // int(float(interval)))
@@ -278,7 +266,7 @@ def per_unit(point: Point, pair: Pair, metric: str) -> float | None:
     return total / units
 
 
-def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample | None:
+def per_unit_sample(point: Point, pair: Pair, metric: str) -> Sample | None:
     """A metric's repetitions divided by the point's units (bytes per write of each run)."""
     found, units = point.sample(metric), units_of(point, pair)
     if found is None or not units:
@@ -286,28 +274,19 @@ def per_unit_sample(point: Point, pair: Pair, metric: str) -> intervals.Sample |
     return _scaled(found, 1.0 / units)
 
 
-def _groups(samples: list[intervals.Sample]) -> list[list[int]]:
+def _groups(samples: list[Sample]) -> list[list[int]]:
     """Samples resampled together: those whose repetitions ran back to back (intervals.paired)
     with the first of a group; unlike intervals' groups, not through another member."""
     groups: list[list[int]] = []
     for i, s in enumerate(samples):
-        for group in groups:
-            if intervals.paired(samples[group[0]], s):
-                group.append(i)
-                break
-        else:
-            groups.append([i])
+        group = next((g for g in groups if intervals.paired(samples[g[0]], s)), None)
+        if group is None:
+            groups.append(group := [])
+        group.append(i)
     return groups
 
 
-def difference_ratio(
-    a: intervals.Sample,
-    b: intervals.Sample,
-    c: intervals.Sample,
-    d: intervals.Sample,
-    *,
-    scale: float = 1.0,
-) -> intervals.Interval:
+def difference_ratio(a: Sample, b: Sample, c: Sample, d: Sample, *, scale: float = 1.0) -> Interval:
     """(median a - median b) / (median c - median d) x scale, with a bootstrap interval.
 
     The I/O cost ratio: (proxy with writes - without) / (real with writes -
@@ -318,32 +297,30 @@ def difference_ratio(
     samples = [a, b, c, d]
     n = min(s.n for s in samples)
     if n == 0:
-        return intervals.Interval(None, None, None, 0, reason="a point has no measured repetition")
+        return Interval(None, None, None, 0, reason="a point has no measured repetition")
     top, bottom = a.median - b.median, c.median - d.median
     if top <= 0 or bottom <= 0:
         which = "the proxy's" if top <= 0 else "the real application's"
-        return intervals.Interval(
-            None, None, None, n, reason=f"{which} time with output is not above its baseline's"
-        )
+        reason = f"{which} time with output is not above its baseline's"
+        return Interval(None, None, None, n, reason=reason)
     estimate = top / bottom * scale
     if n < intervals.MIN_REPETITIONS:
-        return intervals.Interval(
-            estimate, None, None, n, reason="needs at least 2 repetitions of each point"
-        )
+        reason = "needs at least 2 repetitions of each point"
+        return Interval(estimate, None, None, n, reason=reason)
     groups = _groups(samples)
     medians = intervals.resampled_medians(samples, groups)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = (medians[:, 0] - medians[:, 1]) / (medians[:, 2] - medians[:, 3]) * scale
     if np.any(medians[:, 2] - medians[:, 3] <= 0):
         noise = "the real application's output cost is within the noise of its baseline"
-        return intervals.Interval(estimate, None, None, n, reason=noise)
+        return Interval(estimate, None, None, n, reason=noise)
     tail = (1 - intervals.LEVEL) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     is_paired = any(len(g) > 1 for g in groups)
-    return intervals.Interval(estimate, min(low, estimate), max(high, estimate), n, is_paired)
+    return Interval(estimate, min(low, estimate), max(high, estimate), n, is_paired)
 
 
-def decide(interval: intervals.Interval) -> str:
+def decide(interval: Interval) -> str:
     """agrees, differs or within noise: where the ratio's interval lies against the band."""
     return DECISIONS[BAND.place(interval)]
 
@@ -354,21 +331,18 @@ def decide(interval: intervals.Interval) -> str:
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
+    for size, name in MULTIPLES.get(unit, ()):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {name}"
     if unit == "B":
-        for size, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-            if abs(value) >= size:
-                return f"{value / size:.3g} {name}"
         return f"{value:.0f} B"
     if unit == "s":
-        for size, name in ((1.0, "s"), (1e-3, "ms")):
-            if abs(value) >= size:
-                return f"{value / size:.3g} {name}"
         return f"{value * 1e6:.3g} us"
     text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return f"{text} {unit}".strip()
 
 
-def _interval_text(interval: intervals.Interval | None) -> str:
+def _interval_text(interval: Interval | None) -> str:
     if interval is None:
         return ""
     if not interval.known:
@@ -376,17 +350,12 @@ def _interval_text(interval: intervals.Interval | None) -> str:
     return f"[{interval.low:.3g}, {interval.high:.3g}]"
 
 
+#: the table's columns as a report shows them: (key of a line's text or value, title)
 COLUMNS = [
-    ("quantity", "What"),
-    ("tier", "Tier"),
-    ("shape", "Shape"),
-    ("proxy", "Proxy"),
-    ("real", "Real application"),
-    ("ratio", "Proxy / real"),
-    ("interval", "95% interval"),
-    ("decision", "Decision"),
-    ("note", "Note"),
-]
+    ("quantity", "What"), ("tier", "Tier"), ("shape", "Shape"), ("proxy", "Proxy"),
+    ("real", "Real application"), ("ratio", "Proxy / real"), ("interval", "95% interval"),
+    ("decision", "Decision"), ("note", "Note"),
+]  # fmt: skip
 
 
 @dataclass
@@ -400,10 +369,7 @@ class Report:
     undecided: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     decided: int = 0
-    #: I/O cost comparisons made (points with a baseline of both)
-    costs: int = 0
-    #: compute comparisons made, and the (tier, points) each was of, not to repeat one
-    computes: int = 0
+    #: the (tier, points) of each compute comparison made, not to repeat one
     compared: set = field(default_factory=set)
     #: shape parameters that differ between the compared points (named in the reasons)
     varying: tuple[str, ...] = ()
@@ -420,19 +386,17 @@ class Report:
         proxy: float | None,
         real: float | None,
         unit: str = "",
-        interval: intervals.Interval | None = None,
+        interval: Interval | None = None,
         decision: str = "",
         note: str = "",
     ) -> dict:
         """Adds one line of the table, with numbers and the text a report shows; returns it."""
-        ratio = interval.estimate if interval is not None else None
+        ratio = interval.estimate if interval else None
         if ratio is None and proxy is not None and real:
             ratio = proxy / real
-        if interval is not None and not interval.known and interval.reason:
+        if interval and not interval.known and interval.reason:
             note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
-        low, high, n = (
-            (None,) * 3 if interval is None else (interval.low, interval.high, interval.n)
-        )
+        low, high, n = (interval.low, interval.high, interval.n) if interval else (None,) * 3
         line = {
             "section": section,
             "quantity": quantity,
@@ -459,60 +423,39 @@ class Report:
         self.rows.append(line)
         return line
 
-    def judge(self, what: str, interval: intervals.Interval) -> str:
-        """A comparison's decision; what differs or is undecided is kept for the verdict."""
-        decision = decide(interval)
+    def judged(self, section: str, quantity: str, m: Match, *values, note: str = "") -> None:
+        """Adds a line that the verdict rests on (``values``: :meth:`add`'s proxy, real, unit
+        and interval), judged; what differs or is undecided is kept for the verdict."""
+        what, interval = f"{quantity} {self.where(m)}", values[-1]
+        decision, shown = decide(interval), _interval_text(interval)
         self.decided += 1
-        shown = _interval_text(interval)
         if decision == DIFFERS:
-            estimate = f"{interval.estimate:.3f}"
-            self.differs.append(
-                f"{what}: proxy / real {estimate}, interval {shown} lies outside {BAND_TEXT}"
-            )
+            ratio = f"proxy / real {interval.estimate:.3f}"
+            self.differs.append(f"{what}: {ratio}, interval {shown} lies outside {BAND_TEXT}")
         elif decision == WITHIN_NOISE and interval.known:
             self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
         elif decision == WITHIN_NOISE:
             self.undecided.append(f"{what}: {interval.reason or 'no interval'}")
-        return decision
-
-    def judged(
-        self,
-        section: str,
-        quantity: str,
-        m: Match,
-        proxy: float | None,
-        real: float | None,
-        unit: str,
-        interval: intervals.Interval,
-        note: str = "",
-    ) -> None:
-        """Adds a line that the verdict rests on, judged."""
-        decision = self.judge(f"{quantity} {self.where(m)}", interval)
-        self.add(section, quantity, m, proxy, real, unit, interval, decision, note)
+        self.add(section, quantity, m, *values, decision, note)
 
 
 def output_rows(report: Report, m: Match) -> None:
     """Files and folders per write of a matched pair of points, then bytes."""
-    pair, unit = report.pair, report.pair.unit
-    where = report.where(m)
+    pair, unit, where = report.pair, report.pair.unit, report.where(m)
     counts = [("files", pair.files)] + ([("folders", pair.dirs)] if pair.dirs else [])
-    for what, metric_name in counts:
-        p, r = per_unit(m.proxy, pair, metric_name), per_unit(m.real, pair, metric_name)
+    for what, metric in counts:
+        p, r = per_unit(m.proxy, pair, metric), per_unit(m.real, pair, metric)
         if p is None or r is None:
             missing = pair.proxy if p is None else pair.real
-            report.undecided.append(
-                f"{what} per {unit} {where}: {missing} reports no {metric_name}"
-            )
+            report.undecided.append(f"{what} per {unit} {where}: {missing} reports no {metric}")
             report.add("output", f"{what} per {unit}", m, p, r)
             continue
         wp, wr = writers_of(m.proxy, pair), writers_of(m.real, pair)
         same = abs(p / wp - r / wr) < COUNT_TOLERANCE
         if not same:
             per = f"per rank per {unit}" if pair.unit == "write" else f"per {unit}"
-            report.differs.append(
-                f"{pair.proxy} writes {_fmt(p / wp)} {what} {per}, "
-                f"{pair.real} {_fmt(r / wr)} {where}"
-            )
+            proxy_writes = f"{pair.proxy} writes {_fmt(p / wp)} {what} {per}"
+            report.differs.append(f"{proxy_writes}, {pair.real} {_fmt(r / wr)} {where}")
         note = f"per writer: {_fmt(p / wp)} vs {_fmt(r / wr)}" if max(wp, wr) > 1 else ""
         decision = "match" if same else DIFFERS
         report.add("output", f"{what} per {unit}", m, p, r, decision=decision, note=note)
@@ -520,14 +463,10 @@ def output_rows(report: Report, m: Match) -> None:
 
 
 def bytes_rows(report: Report, m: Match) -> None:
-    """Bytes per write; for FE judged per increment where the solvers report them.
-
-    Each solver takes its own number of increments, so bytes per evaluation
-    follow its convergence, not its output: shown, and judged per increment.
-    """
+    """Bytes per write; for FE judged per increment where the solvers report them (each
+    takes its own number of increments, which bytes per evaluation follow)."""
     pair, unit = report.pair, report.pair.unit
-    p_bytes = per_unit_sample(m.proxy, pair, "bytes_written")
-    r_bytes = per_unit_sample(m.real, pair, "bytes_written")
+    p_bytes, r_bytes = (per_unit_sample(x, pair, "bytes_written") for x in (m.proxy, m.real))
     if p_bytes is None or r_bytes is None:
         report.undecided.append(f"bytes per {unit} {report.where(m)}: not reported by both")
         return
@@ -548,28 +487,22 @@ def bytes_rows(report: Report, m: Match) -> None:
     report.judged("output", "bytes per increment", m, *medians, "B", per_increment)
 
 
-def _scaled(found: intervals.Sample, factor: float) -> intervals.Sample:
-    return intervals.Sample(
-        tuple(v * factor for v in found.values), found.repetitions, found.started
-    )
+def _scaled(found: Sample, factor: float) -> Sample:
+    return Sample(tuple(v * factor for v in found.values), found.repetitions, found.started)
 
 
-def compute_samples(
-    point: Point, base: Point | None, pair: Pair
-) -> tuple[intervals.Sample | None, str]:
+def compute_samples(point: Point, base: Point | None, pair: Pair) -> tuple[Sample | None, str]:
     """A point's compute time: its no-output baseline point's, else its own within-run one."""
     _, on_baseline, within = pair.compute
     found = base.sample(on_baseline) if base is not None else None
     if found is not None:
         return found, f"{base.experiment}/{base.name}"
-    found = point.sample(within)
-    return found, f"{point.experiment}/{point.name} ({within})"
+    return point.sample(within), f"{point.experiment}/{point.name} ({within})"
 
 
 def compute_rows(report: Report, m: Match) -> None:
     """The compute of proxy and application side by side: the time without output."""
-    pair = report.pair
-    quantity = pair.compute[0]
+    pair, quantity = report.pair, report.pair.compute[0]
     p, p_from = compute_samples(m.proxy, m.proxy_base, pair)
     r, r_from = compute_samples(m.real, m.real_base, pair)
     if p is None or r is None:
@@ -581,25 +514,19 @@ def compute_rows(report: Report, m: Match) -> None:
     if key in report.compared:  # another write interval with the same baselines
         return
     report.compared.add(key)
-    report.computes += 1
     note = f"sets the share of a step a write is, and so the tier ratio; {p_from} / {r_from}"
-    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note)
+    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note=note)
 
 
 def cost_rows(report: Report, m: Match) -> None:
-    """The I/O cost per write: with output minus without, for proxy and real side by side.
-
-    FE's write is an increment's output: each solver takes its own number of
-    increments for the same analysis, so the cost per evaluation is divided by them.
-    """
-    pair = report.pair
-    quantity = f"I/O cost per {pair.write_unit}"
+    """The I/O cost per write (FE: per increment), proxy beside real: measured within each
+    run, else with output minus without."""
+    pair, quantity = report.pair, f"I/O cost per {report.pair.write_unit}"
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
-        report.costs += 1
         note = f"within each run ({pair.cost_metric})"
         medians = (own[0].median, own[1].median)
-        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note)
+        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note=note)
         return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
@@ -607,23 +534,19 @@ def cost_rows(report: Report, m: Match) -> None:
         note = f"no baseline point of {missing}"
         report.add("I/O cost", quantity, m, None, None, "s", note=note)
         return
-    metric_name = pair.time_metric
-    samples = [p.sample(metric_name) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
+    samples = [p.sample(pair.time_metric) for p in (m.proxy, m.proxy_base, m.real, m.real_base)]
     if any(s is None for s in samples):
-        report.undecided.append(f"{quantity} {report.where(m)}: no {metric_name} measured")
+        report.undecided.append(f"{quantity} {report.where(m)}: no {pair.time_metric} measured")
         return
     p_factor, r_factor = _per_write(m.proxy, pair), _per_write(m.real, pair)
     if p_factor is None or r_factor is None:
         report.undecided.append(f"{quantity} {report.where(m)}: no {pair.increments} measured")
         return
     proxy, proxy_base, real, real_base = samples
-    costs = (
-        (proxy.median - proxy_base.median) * p_factor,
-        (real.median - real_base.median) * r_factor,
-    )
+    proxy_cost = (proxy.median - proxy_base.median) * p_factor
+    real_cost = (real.median - real_base.median) * r_factor
     interval = difference_ratio(*samples, scale=p_factor / r_factor)
-    report.costs += 1
-    report.judged("I/O cost", quantity, m, *costs, "s", interval)
+    report.judged("I/O cost", quantity, m, proxy_cost, real_cost, "s", interval)
 
 
 def _per_write(point: Point, pair: Pair) -> float | None:
@@ -644,8 +567,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
     files of its own before it writes anything, where the proxy's workers
     start once; what is compared is what the output adds.
     """
-    pair = report.pair
-    unit = pair.write_unit
+    pair, unit = report.pair, report.pair.write_unit
     if not traced:
         reasons = sorted({not_counted[w] for w in (pair.proxy, pair.real) if w in not_counted})
         status = f"not counted ({'; '.join(reasons) or 'no traced experiment'})"
@@ -653,10 +575,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
         return status
     for m in traced:
         if m.proxy_base is None or m.real_base is None:
-            report.notes.append(
-                f"system calls on {m.tier}: no traced baseline of "
-                f"{pair.proxy if m.proxy_base is None else pair.real}"
-            )
+            missing = pair.proxy if m.proxy_base is None else pair.real
+            report.notes.append(f"system calls on {m.tier}: no traced baseline of {missing}")
             continue
         for category in CATEGORIES:
             name = f"{METRIC_PREFIX}{category}"
@@ -667,10 +587,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             calls = f"{CATEGORY_LABELS[category]} calls per {unit}"
             report.add("system calls", calls, m, p, r)
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
-                report.notes.append(
-                    f"{pair.proxy} makes {_fmt(p)} {CATEGORY_LABELS[category]} calls per {unit}, "
-                    f"{pair.real} {_fmt(r)} on {m.tier}"
-                )
+                note = f"{pair.proxy} makes {_fmt(p)} {calls}, {pair.real} {_fmt(r)} on {m.tier}"
+                report.notes.append(note)
     return "counted with strace -f -c (calls of the no-write baseline subtracted)"
 
 
@@ -717,27 +635,22 @@ def _baseline_text(pair: Pair) -> str:
 
 
 def verdict(report: Report) -> tuple[str, list[str]]:
-    pair = report.pair
+    """The proxy's verdict and why; faithful needs its I/O cost and compute compared."""
+    pair, both = report.pair, f"both {report.pair.proxy} and {report.pair.real}"
     if report.differs:
         return DIFFERS, report.differs
-    cost_unit = pair.write_unit
-    if report.costs == 0 and not any(u.startswith("I/O cost") for u in report.undecided):
-        report.undecided.append(
-            f"I/O cost per {cost_unit}: no compared point has a no-output baseline of both "
-            f"{pair.proxy} and {pair.real} ({_baseline_text(pair)})"
-        )
-    if report.computes == 0:
-        report.undecided.append(
-            f"{pair.compute[0]}: measured by neither a no-output baseline point nor within "
-            f"an output run of both {pair.proxy} and {pair.real}"
-        )
-    if report.decided == 0:
+    costs = [r for r in report.rows if r["section"] == "I/O cost" and r["decision"]]
+    if not costs and not any(u.startswith("I/O cost") for u in report.undecided):
+        baseline = f"no compared point has a no-output baseline of {both} ({_baseline_text(pair)})"
+        report.undecided.append(f"I/O cost per {pair.write_unit}: {baseline}")
+    if not report.compared:
+        nowhere = f"neither a no-output baseline point nor within an output run of {both}"
+        report.undecided.append(f"{pair.compute[0]}: measured by {nowhere}")
+    if report.undecided or not report.decided:
         return WITHIN_NOISE, report.undecided or [f"nothing of {pair.proxy} could be compared"]
-    if report.undecided:
-        return WITHIN_NOISE, report.undecided
     return FAITHFUL, [
         f"files{' and folders' if pair.dirs else ''} per {pair.unit} match, and bytes and I/O "
-        f"cost per {cost_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "
+        f"cost per {pair.write_unit} and the {pair.compute[0]} agree within {BAND_TEXT} "
         "(95% intervals) at every compared point"
     ]
 
@@ -760,9 +673,8 @@ def shape_map(report: Report) -> list[dict]:
             groups.setdefault(tuple(line["params"].get(k, "") for k in keys), []).append(line)
     computes: dict[tuple, list[dict]] = {}
     for shape, lines in groups.items():
-        computes.setdefault(_but_interval(shape, keys), []).extend(
-            r for r in lines if r["section"] == "compute"
-        )
+        shared = computes.setdefault(_but_interval(shape, keys), [])
+        shared.extend(r for r in lines if r["section"] == "compute")
     found = []
     for shape, lines in groups.items():
         judged = [r for r in lines if r["decision"]]
@@ -779,14 +691,9 @@ def shape_map(report: Report) -> list[dict]:
             status = WITHIN_NOISE
             why = open_ or [{"quantity": "I/O cost or compute not decided here", "tier": ""}]
         params = dict(zip(keys, shape, strict=True))
-        found.append(
-            {
-                "params": params,
-                "shape": ", ".join(f"{k}={params[k]}" for k in report.varying) or "the one shape",
-                "verdict": status,
-                "why": [_where_text(r) for r in why],
-            }
-        )
+        named = ", ".join(f"{k}={params[k]}" for k in report.varying) or "the one shape"
+        why = [_where_text(r) for r in why]
+        found.append({"params": params, "shape": named, "verdict": status, "why": why})
     return found
 
 
@@ -809,11 +716,8 @@ def _number(value: str) -> float | None:
 def _distance(a: dict, b: dict, keys) -> tuple[int, float]:
     """Parameters apart, then how far apart the numbers are (factors, not differences)."""
     apart = [k for k in keys if a[k] != b[k]]
-    spread = 0.0
-    for k in apart:
-        x, y = _number(a[k]), _number(b[k])
-        if x and y and x > 0 and y > 0:
-            spread += abs(math.log(x / y))
+    numbers = [(_number(a[k]), _number(b[k])) for k in apart]
+    spread = sum(abs(math.log(x / y)) for x, y in numbers if x and y and x > 0 and y > 0)
     return len(apart), spread
 
 
@@ -857,8 +761,7 @@ def outside_region(entry: dict, params: dict) -> str | None:
 def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dict | None:
     """A proxy's table and verdict, or None when the study holds neither of the pair."""
     points = [p for p in points if not any(p.param(k) for k in pair.own_input)]
-    workloads = {p.workload for p in points}
-    if pair.proxy not in workloads and pair.real not in workloads:
+    if not any(p.workload in (pair.proxy, pair.real) for p in points):
         return None
     keys = shape_keys(pair, points)
     report = Report(pair, keys)
@@ -872,10 +775,8 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
     tier_rows(report, timed)
     if not timed:
         status = NOT_COMPARED
-        reasons = [
-            f"no untraced points of {pair.proxy} and {pair.real} on the same tier with the same "
-            f"shape ({', '.join(pair.shape)})"
-        ]
+        where = f"on the same tier with the same shape ({', '.join(pair.shape)})"
+        reasons = [f"no untraced points of {pair.proxy} and {pair.real} {where}"]
     else:
         status, reasons = verdict(report)
     return {
@@ -899,8 +800,7 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
 
 
 def traced_notes(paths: list[str]) -> tuple[set[str], dict[str, str]]:
-    """From raw records of traced experiments: their names, and per workload why calls were
-    not counted (when they were not)."""
+    """From raw records: the traced experiments, and per workload why calls were not counted."""
     experiments, reasons = set(), {}
     for path in paths:
         try:
@@ -910,20 +810,17 @@ def traced_notes(paths: list[str]) -> tuple[set[str], dict[str, str]]:
         spec, note = record["spec"], record.get("extra", {}).get("syscalls")
         experiments.add(spec["experiment"])
         if note and not note.get("counted"):
-            reason = note.get("reason", "")
-            reasons[spec["workload"]] = (
-                "strace missing" if reason.startswith("strace missing") else reason
-            )
+            reason, missing = note.get("reason", ""), "strace missing"
+            reasons[spec["workload"]] = missing if reason.startswith(missing) else reason
     return experiments, reasons
 
 
 def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
     experiments, not_counted = traced_notes(list(traced_paths))
     points = load_points(results, experiments)
-    study = str(results["study"].iloc[0]) if not results.empty else ""
     proxies = [c for pair in pairs() if (c := compare(pair, points, not_counted)) is not None]
     return {
-        "study": study,
+        "study": str(results["study"].iloc[0]) if not results.empty else "",
         "band": [BAND.low, BAND.high],
         "level": intervals.LEVEL,
         "verdicts": {
@@ -954,10 +851,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"cannot read the study's tables: {error}") from None
     data = fidelity(results, args.traced)
     data["failed_points"] = failed_points(summary)
-    out = Path(args.out)
-    tmp = out.with_suffix(".tmp")
+    tmp = Path(args.out).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=_json) + "\n")
-    tmp.replace(out)
+    tmp.replace(args.out)
     for entry in data["proxies"]:
         print(f"{entry['proxy']} vs {entry['real']}: {entry['verdict']}", file=sys.stderr)
         for reason in entry["reasons"]:
@@ -971,17 +867,13 @@ def failed_points(summary: pd.DataFrame) -> list[dict]:
     if summary.empty or "status" not in summary.columns:
         return []
     rows = summary[(summary["metric"] == "status") & summary["workload"].isin(names)]
-    return [
-        {k: str(r[k]) for k in ("workload", "experiment", "tier", "point", "status", "reason")}
-        for _, r in rows.iterrows()
-    ]
+    shown = ("workload", "experiment", "tier", "point", "status", "reason")
+    return [{k: str(r[k]) for k in shown} for _, r in rows.iterrows()]
 
 
 def _json(value):
-    if isinstance(value, (np.floating, np.integer)):
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
         return value.item()
-    if isinstance(value, np.bool_):
-        return bool(value)
     raise TypeError(f"not JSON: {type(value)}")
 
 

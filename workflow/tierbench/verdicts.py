@@ -33,21 +33,15 @@ from .tiers import DEVICE_CLASSES, LOCAL_DEVICE, NETWORK, RAM, classes_of
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not_reproduced", "inconclusive"
 WITHIN_NOISE = "within_noise"
-WORDS = {
-    REPRODUCED: "reproduced",
-    NOT_REPRODUCED: "not reproduced",
-    WITHIN_NOISE: "within noise",
-    INCONCLUSIVE: "inconclusive",
-}
+#: each status as a verdict's text says it
+WORDS = {s: s.replace("_", " ") for s in (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INCONCLUSIVE)}
 #: a claim's outcome from where its interval lies against its band
 OUTCOMES = {INSIDE: REPRODUCED, OUTSIDE: NOT_REPRODUCED, ACROSS: WITHIN_NOISE}
 #: the roles a lesson picks its tiers by; any other name is a tier class (fuse)
 ROLES = {
-    "ram": classes_of(RAM),
-    "local_device": classes_of(LOCAL_DEVICE),
-    "network": classes_of(NETWORK),
-    "device": DEVICE_CLASSES,
-}
+    "ram": classes_of(RAM), "local_device": classes_of(LOCAL_DEVICE),
+    "network": classes_of(NETWORK), "device": DEVICE_CLASSES,
+}  # fmt: skip
 #: the columns that name one point's metric in results.csv and summary.csv
 POINT_METRIC = ["experiment", "workload", "tier", "point", "metric"]
 IN_MEMORY = "may_stay_in_memory"
@@ -145,11 +139,9 @@ class Runs:
         rows = rows.assign(_started=seconds.astype(float))
         keys = rows[POINT_METRIC].astype(str)
         for key, group in rows.groupby([keys[c] for c in POINT_METRIC], sort=False):
-            self._samples[key] = intervals.sample(
-                group["value"].astype(float).tolist(),
-                pd.to_numeric(group["repetition"]).astype(int).tolist(),
-                group["_started"].tolist(),
-            )
+            values = group["value"].astype(float).tolist()
+            repetitions = pd.to_numeric(group["repetition"]).astype(int).tolist()
+            self._samples[key] = intervals.sample(values, repetitions, group["_started"].tolist())
 
     def sample(self, row: pd.Series, metric: str | None = None) -> intervals.Sample:
         """The point's repetitions of its own metric, or of another ``metric`` of it."""
@@ -160,9 +152,8 @@ class Runs:
         """Each run of the point divided by the same run's ``baseline``: the machine's speed,
         which drifts from job to job on a shared machine, cancels. None: a run lacks it."""
         own, base = self.sample(row), self.sample(row, baseline)
-        if not own.n or own.repetitions is None or own.repetitions != base.repetitions:
-            return None
-        if min(base.values) <= 0:
+        same_runs = own.n and own.repetitions is not None and own.repetitions == base.repetitions
+        if not same_runs or min(base.values) <= 0:
             return None
         values = tuple(v / b for v, b in zip(own.values, base.values, strict=True))
         return intervals.Sample(values, own.repetitions, own.started)
@@ -180,9 +171,8 @@ class Runs:
         make = intervals.ratio if len(rows) == 2 else intervals.ratio_of_ratios
         interval = make(*samples)
         if interval.n == 0 and not self.given:
-            interval = Interval(
-                None, None, None, 0, reason="the per-repetition values (results.csv) of its points"
-            )
+            reason = "the per-repetition values (results.csv) of its points"
+            interval = Interval(None, None, None, 0, reason=reason)
         return replace(interval, of=tuple(point_id(row) for row in rows)), used
 
 
@@ -219,11 +209,8 @@ def show(interval: Interval) -> str:
 
 
 def _page_cache(row: pd.Series) -> str:
-    """A row's page-cache state; a file-creating point on a network tier reached the server.
-
-    That holds whatever the record says, so results recorded before the rule
-    (tierbench.pagecache.reaches_server) are judged by it too.
-    """
+    """A row's page-cache state; a file-creating point on a network tier reached the server,
+    whatever a record made before that rule (pagecache.reaches_server) says."""
     declared = workloads.find(str(row.get("workload", "")))
     if pagecache.reaches_server(declared, str(row.get("tier_class", ""))):
         return pagecache.DEVICE
@@ -232,7 +219,6 @@ def _page_cache(row: pd.Series) -> str:
 
 def _in_memory(rows) -> tuple[bool, str]:
     """Whether every row's point may have stayed in the page cache, and the first reason."""
-    rows = [r for r in rows if r is not None]
     if not rows or any(_page_cache(r) != IN_MEMORY for r in rows):
         return False, ""
     return True, str(rows[0].get("page_cache_reason", "") or "")
@@ -322,13 +308,10 @@ class Lesson:
                 return self.missing(why.format(**self.tiers))
             claims.append(claim)
         device = _on_device([row for claim in claims for row in claim.rows])
-        if premise.get("kind") == "fits_page_cache":
-            for row in device:
-                if str(row.get("page_cache", "") or "") == pagecache.DEVICE:
-                    reason = row.get("page_cache_reason", "")
-                    return _missing(
-                        spec["lesson"], premise["unmet"].format(**self.tiers, reason=reason)
-                    )
+        reached = [r for r in device if str(r.get("page_cache", "") or "") == pagecache.DEVICE]
+        if premise.get("kind") == "fits_page_cache" and reached:
+            reason = reached[0].get("page_cache_reason", "")
+            return _missing(spec["lesson"], premise["unmet"].format(**self.tiers, reason=reason))
         verdict = decided(spec, claims)
         if notes := [claim.note for claim in claims if claim.note]:
             verdict.text += " " + " ".join(notes)
@@ -338,9 +321,8 @@ class Lesson:
     def missing(self, what: str) -> Verdict:
         """Not testable, and why; with why its workload's points failed, if any did."""
         summary, among = self.study.summary, self.swap(self.spec["tiers"]["among"])
-        failed = summary[
-            (summary["workload"] == among.get("workload")) & (summary["status"] != "ok")
-        ]
+        failed = summary[summary["status"] != "ok"]
+        failed = failed[failed["workload"] == among.get("workload")]
         if len(failed):
             what += f" ({'; '.join(sorted(set(failed['reason'].astype(str))))})"
         return _missing(self.spec["lesson"], what)
@@ -391,6 +373,7 @@ class Lesson:
         return found, values
 
     def judged_claim(self, spec: dict, rows: list, values: dict, name: str, note: str) -> Claim:
+        """The claim's ratio on ``rows`` beside the published one, in the lesson's words."""
         fields = {**self.tiers, **values, "name": name}
         relative_to = self.spec["tiers"]["among"].get("relative_to", {})
         interval, used = self.study.runs.ratio(*rows, relative_to=relative_to)
@@ -400,13 +383,9 @@ class Lesson:
         else:
             sides = [self.published(s) if isinstance(s, list) else s for s in spec["published"]]
             value = sides[0] / sides[1]
-            ratios = [
-                self.study.runs.ratio(*pair, relative_to=[used] if used else [])[0]
-                for pair in (rows[:2], rows[2:])
-            ]
-            parts = [
-                comparison(*shown) for shown in zip(spec["labels"], sides, ratios, strict=True)
-            ]
+            halves, same_baseline = (rows[:2], rows[2:]), ([used] if used else [])
+            ratios = [self.study.runs.ratio(*half, relative_to=same_baseline)[0] for half in halves]
+            parts = [comparison(*each) for each in zip(spec["labels"], sides, ratios, strict=True)]
             fields |= {"upper": show(ratios[0]), "lower": show(ratios[1])}
             fields |= {"published_upper": _fmt(sides[0]), "published_lower": _fmt(sides[1])}
         label = spec["label"].format(**fields)
@@ -414,9 +393,8 @@ class Lesson:
         text = spec["text"].format(**fields)
         if relative_to:
             text += f"; {relative_to[used]}" if used else f"; {AS_MEASURED}"
-        return Claim(
-            label, interval, band(spec["band"]), value, text, rows, spec.get("premise"), parts, note
-        )
+        claimed = band(spec["band"])
+        return Claim(label, interval, claimed, value, text, rows, spec.get("premise"), parts, note)
 
     def published(self, pair: list[dict]) -> float:
         """The published ratio: the median of each side's reference rows, one over the other."""
@@ -486,16 +464,12 @@ def decided(spec: dict, claims: list[Claim]) -> Verdict:
     band_words = "; ".join(
         str(c.band) if len(judged) == 1 else f"{c.label} {c.band}" for c in judged
     )
+    text = f"{what}; the lesson claims {band_words}: {WORDS[status]}."
     shown = [claim.comparison() for claim in judged] + [p for c in judged for p in c.parts]
-    verdict = Verdict(
-        lesson,
-        status,
-        f"{what}; the lesson claims {band_words}: {WORDS[status]}.",
-        shown + [premise.comparison() for premise in premises],
-        bands or band_words,
-        _needs(judged, spec.get("hint", "")) if status == WITHIN_NOISE else "",
-        sorted({point for claim in judged for point in claim.interval.of}),
-    )
+    shown += [premise.comparison() for premise in premises]
+    needs = _needs(judged, spec.get("hint", "")) if status == WITHIN_NOISE else ""
+    points = sorted({point for claim in judged for point in claim.interval.of})
+    verdict = Verdict(lesson, status, text, shown, bands or band_words, needs, points)
     for premise in (p for p in premises if p.outcome == WITHIN_NOISE):
         verdict.status, verdict.needs = WITHIN_NOISE, _needs(claims)
         verdict.text = f"{what}; {premise.premise['undecided']}."
