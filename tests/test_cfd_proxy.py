@@ -533,16 +533,28 @@ def test_baseline_has_no_writes_and_runner_cli_records_the_launcher(tmp_path):
 @needs_mpi
 def test_each_step_computes_the_target_time(tmp_path):
     """A rank finds the sweeps of 8 ms per step here, then computes that long every step,
-    also in the timed steps before the first write (its baseline)."""
+    also in the timed steps before the first write (its baseline).
+
+    The calibration and the loop are timed seconds apart, and a busy machine may slow
+    either one alone (CI once saw the loop at half the target). A wrong calibration or
+    loop misses the band every time; up to three runs must not all miss it.
+    """
     params = {**PARAMS, "compute_per_cell_step": 8e-3 / 1500, "steps": 10, "write_interval": 5}
     params["baseline_steps"] = 3
-    _, result = run_writer(tmp_path, 1, cfd_proxy.writer_config({**params, "ranks": 1}))
-    assert result["compute_target_per_step"] == pytest.approx(8e-3)
-    calibration = result["calibration"]
-    assert calibration["sweeps"] == result["sweeps"] > 0
-    assert [n for n, _ in calibration["samples"][:3]] == [0, 0, 0]  # no work, then amounts
-    assert 0.5 < result["compute_per_step"] / 8e-3 < 2, result["compute_per_step"]
-    assert 0.5 < result["time_per_step_baseline"] / 8e-3 < 2, result["time_per_step_baseline"]
+    config = cfd_proxy.writer_config({**params, "ranks": 1})
+    seen = []
+    for attempt in range(3):
+        _, result = run_writer(tmp_path, 1, config, name=f"case{attempt}")
+        assert result["compute_target_per_step"] == pytest.approx(8e-3)
+        calibration = result["calibration"]
+        assert calibration["sweeps"] == result["sweeps"] > 0
+        assert [n for n, _ in calibration["samples"][:3]] == [0, 0, 0]  # no work, then amounts
+        ratios = (result["compute_per_step"] / 8e-3, result["time_per_step_baseline"] / 8e-3)
+        seen.append(ratios)
+        if all(0.5 < ratio < 2 for ratio in ratios):
+            break
+    else:
+        pytest.fail(f"loop and baseline / target, in three runs: {seen}")
 
 
 @needs_mpi
