@@ -125,19 +125,44 @@ def exclusive(lock_file: Path = LOCK_FILE, wait: bool = True) -> Iterator[None]:
     For whoever brings a cluster up and down again (tests, the bench), so two of
     them never run at once, and so the up and down commands do not pull a
     cluster from under them (``wait=False``: they refuse instead). An fcntl
-    lock: the kernel drops it when the holder dies, and the file stays
-    (removing it would let two holders in).
+    lock: the kernel drops it when the holder dies. The holder removes the file
+    when it is done, so the machine is left as it was; a waiter that got the
+    lock on the removed file takes it again on the new one (_lock_current).
     """
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as handle:
+    handle = _lock_current(lock_file, wait)
+    try:
+        yield
+    finally:
+        lock_file.unlink(missing_ok=True)
+        handle.close()
+
+
+def _lock_current(lock_file: Path, wait: bool):
+    """The open, locked lock file that is still the one at its path.
+
+    Locking and the path can part: a holder removes the file on release, and a
+    process that waited on that file then holds the lock of a file no one else
+    can open. It opens the path again until the file it locked is the one there.
+    """
+    while True:
+        handle = open(lock_file, "a")
         try:
             fcntl.lockf(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
+            handle.close()
             raise MiniClusterError(
                 f"another process (a test or the bench) holds {lock_file} and runs its own "
                 "cluster; try again when it is done"
             ) from error
-        yield
+        try:
+            there = os.stat(lock_file)
+        except FileNotFoundError:
+            there = None
+        held = os.fstat(handle.fileno())
+        if there is not None and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino):
+            return handle
+        handle.close()
 
 
 def which(command: str) -> str | None:
