@@ -375,8 +375,10 @@ class Lesson:
     def judged_claim(self, spec: dict, rows: list, values: dict, name: str, note: str) -> Claim:
         """The claim's ratio on ``rows`` beside the published one, in the lesson's words."""
         fields = {**self.tiers, **values, "name": name}
-        relative_to = self.spec["tiers"]["among"].get("relative_to", {})
-        interval, used = self.study.runs.ratio(*rows, relative_to=relative_to)
+        # a list, so the order the study gives survives JSON written with sorted keys
+        baselines = self.spec["tiers"]["among"].get("relative_to", [])
+        relative_to = {each["metric"]: each["text"] for each in baselines}
+        interval, used = self.study.runs.ratio(*rows, relative_to=list(relative_to))
         parts = []
         if "ratio" in spec:
             value = self.published(spec["published"])
