@@ -503,7 +503,12 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
     assert sorted(p.name for p in tier.iterdir()) == sorted(["users-file.txt", folder.path.name])
     assert (tier / "users-file.txt").read_text() == "keep me"
     assert list(cwd.iterdir()) == []
-    assert {p.name for p in folder.path.iterdir()} >= {"member0", "member1", "gate"}
+    assert {p.name for p in folder.path.iterdir()} >= {"member0", "member1", "gate-member"}
+    # member 0 ran alone first, as launched in the ensemble: its case is gone, its log kept
+    alone = record["extra"]["alone"]
+    assert metrics["time_per_step_alone"]["value"] == alone["time_per_step"] > 0
+    assert (alone["files_created"], alone["sweeps"]) == (2 * 4 * 9, found["sweeps"])
+    assert not (folder.path / "alone0").exists() and (folder.path / "alone0.log").exists()
     rundir.remove_run_folder(folder.path)
 
 
@@ -656,7 +661,8 @@ def test_each_launch_gets_its_own_mpi_session_folder(tmp_path):
     fake.chmod(0o755)
     (tmp_path / "tier").mkdir()
     launcher = shlex.quote(str(fake))  # a launcher is a command line: its path quoted
-    point = spec(tmp_path / "tier", ensemble=3, compute_per_cell_step=0)  # no calibration launch
+    # no calibration launch, and no launch of member 0 alone before the three
+    point = spec(tmp_path / "tier", ensemble=3, compute_per_cell_step=0, single_first=False)
     record = run_job({**point, "launcher": launcher}, cfd_proxy.run)
     assert record["metrics"][0]["status"] == "failed"
     sessions = {p.read_text().strip() for p in seen.iterdir()}

@@ -445,6 +445,10 @@ def test_real_solver_collated_ensemble_through_the_runner_command(solver, tmp_pa
     assert len(record["extra"]["commands"]) == members
     assert "-parallel -fileHandler collated" in record["extra"]["commands"][0]
     assert 0 <= record["extra"]["overlap"] <= 1
+    # member 0 ran alone first, as launched in the ensemble
+    alone = record["extra"]["alone"]
+    assert found["time_per_step_alone"] == alone["steps"]["time_per_step"] > 0
+    assert alone["tree"]["totals"]["files"] == 9 * writes and alone["writes"] == writes
 
 
 def test_real_solver_on_one_rank_runs_serially(solver, tmp_path):

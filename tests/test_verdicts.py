@@ -39,18 +39,22 @@ SPREADS = {"tight": TIGHT, "wide": WIDE, "single": [(1.0,)]}
 
 
 def study(rows, spread="tight", page_cache=None):
-    """(results, summary) of rows (workload, experiment, tier, metric, median, params).
+    """(results, summary) of rows (workload, experiment, tier, metric, median, params[,
+    shift]).
 
     Repetition r of every point starts at 1000 r + its index: the points ran
     back to back, repetition by repetition, so their repetitions are paired.
+    Each point's repetitions follow a pattern of its own; a metric of the point
+    given a ``shift`` follows the pattern that many points on (0: the same).
     ``page_cache`` maps a tier to the page-cache state of its points.
     """
     records = []
     points: dict[tuple, int] = {}
-    for workload, experiment, tier, metric, median, params in rows:
+    for workload, experiment, tier, metric, median, params, *shift in rows:
         key = (experiment, tier, json.dumps(params, sort_keys=True))
         index = points.setdefault(key, len(points))
-        pattern = SPREADS[spread][index % len(SPREADS[spread])]
+        patterns = SPREADS[spread]
+        pattern = patterns[(index + (shift[0] if shift else 0)) % len(patterns)]
         state = (page_cache or {}).get(tier, "")
         for repetition, factor in enumerate(pattern, start=1):
             records.append(
@@ -117,13 +121,14 @@ def fe(fio_shm, fio_disk, wall_shm, wall_disk, spread="tight"):
     )
 
 
-def cfd(disk1, shm1, disk100, shm100, disk_ens, shm_ens, spread="tight", page_cache=None):
+def cfd(disk1, shm1, disk100, shm100, disk_ens, shm_ens, spread="tight", page_cache=None, alone=1):
     tiers = {"disk": (disk1, disk100, disk_ens), "shm": (shm1, shm100, shm_ens)}
-    return cfd_on(tiers, spread, page_cache)
+    return cfd_on(tiers, spread, page_cache, alone)
 
 
-def cfd_on(tiers, spread="tight", page_cache=None):
-    """cfd_proxy time per step per tier: {tier: (interval 1, interval 100, ensemble of 2)}."""
+def cfd_on(tiers, spread="tight", page_cache=None, alone=1):
+    """cfd_proxy time per step per tier: {tier: (interval 1, interval 100, ensemble of 2)};
+    the ensemble's member 0 alone before it takes the single run's time (with_alone)."""
     rows = []
     for tier, values in tiers.items():
         for (interval, ensemble), value in zip([(1, 1), (100, 1), (1, 2)], values, strict=True):
@@ -134,7 +139,21 @@ def cfd_on(tiers, spread="tight", page_cache=None):
                 "file_handler": "uncollated",
             }
             rows.append(("cfd_proxy", "single_vs_ensemble", tier, "time_per_step", value, params))
-    return study(rows, spread, page_cache)
+    return study(with_alone(rows, alone), spread, page_cache)
+
+
+def with_alone(rows, shift=1):
+    """Each ensemble's time_per_step_alone (its member 0 alone, in the same job): the time
+    of the single run of its tier and workload. ``shift``: its repetitions' pattern, the
+    ensemble's next (1) or the ensemble's own (0: the job's drift hits both alike)."""
+    single = {(r[0], r[2], r[5]["write_interval"]): r[4] for r in rows if r[5]["ensemble"] == 1}
+    alone = [
+        (r[0], r[1], r[2], "time_per_step_alone", single[r[0], r[2], r[5]["write_interval"]],
+         r[5], shift)
+        for r in rows
+        if r[3] == "time_per_step" and r[5]["ensemble"] > 1
+    ]  # fmt: skip
+    return rows + alone
 
 
 def pv(fuse, disk, shm, spread="tight", page_cache=None):
@@ -310,19 +329,40 @@ def test_001_judges_each_run_against_its_own_steps_without_writes(cost, expected
 
 
 def test_001_where_every_step_writes_each_run_has_its_steps_before_the_first_write():
-    """An ensemble whose writes cost the disk 1.5x a single run's, on runs 25% apart in
-    speed: undecided as measured, reproduced over each run's steps before its first write."""
-    drifting = cfd(0.30, 0.10, 0.05, 0.05, 0.45, 0.10, "wide")
-    assert judge("001", drifting)[2].status == WITHIN_NOISE
+    """Writes that cost the disk 1.12x the fast tier's, on runs 25% apart in speed:
+    undecided as measured, reproduced over each run's steps before its first write."""
+    drifting = cfd(0.112, 0.10, 0.05, 0.05, 0.45, 0.10, "wide")
+    assert judge("001", drifting)[0].status == WITHIN_NOISE
 
-    def cost(run):  # times over the run's own speed: disk 3x, 4.5x in an ensemble
-        return 1.0 if run["tier"] == "shm" else 3.0 * (1.5 if run["ensemble"] == 2 else 1.0)
+    def cost(run):  # times over the run's own speed: 1.12x on the disk
+        return 1.12 if run["tier"] == "disk" else 1.0
 
     own = with_own_baseline(drifting, cost, interval=1, own="time_per_step_baseline")
-    every_step, _, ensembles = judge("001", own)
-    assert every_step.status == ensembles.status == REPRODUCED
-    assert ensembles.comparisons[0].ours == pytest.approx(1.5)
-    assert "over its own steps before its first write" in ensembles.text
+    every_step = judge("001", own)[0]
+    assert every_step.status == REPRODUCED
+    assert every_step.comparisons[0].ours == pytest.approx(1.12)
+    assert "over its own steps before its first write" in every_step.text
+
+
+def test_001_an_ensemble_is_set_against_its_member_alone_in_the_same_job():
+    """An ensemble that costs the disk 1.5x its single run and the fast tier nothing, on
+    jobs 25% apart in speed: set against its member 0 alone just before it, in the same
+    job, the drift cancels and the lesson is decided, both ways; without those runs it is
+    not testable, whatever the separate single runs say."""
+    for disk_ensemble, expected in ((0.45, REPRODUCED), (0.30, NOT_REPRODUCED)):
+        in_the_job = cfd(0.30, 0.10, 0.05, 0.05, disk_ensemble, 0.10, "wide", alone=0)
+        ensembles = judge("001", in_the_job)[2]
+        assert ensembles.status == expected, ensembles.text
+        (comparison,) = ensembles.comparisons[:1]
+        assert comparison.ours == pytest.approx(disk_ensemble / 0.30)
+        assert comparison.high - comparison.low < 1e-9
+        assert "its member 0 alone just before it" in ensembles.text
+    # each job's drift its own: the same ensembles are undecided
+    assert judge("001", cfd(0.30, 0.10, 0.05, 0.05, 0.36, 0.10, "wide"))[2].status == WITHIN_NOISE
+    results, summary = cfd(0.30, 0.10, 0.05, 0.05, 0.45, 0.10)
+    without = summary["metric"] != "time_per_step_alone"
+    ensembles = verdicts.judge(PAPERS["001"], summary[without], results=results)[2]
+    assert ensembles.status == INCONCLUSIVE and "single_first" in ensembles.text
 
 
 def test_001_steps_without_writes_come_before_those_before_the_first_write():
@@ -580,7 +620,7 @@ def cfd_with_openfoam_rows() -> list[tuple]:
                 params = {"write_interval": interval, "ensemble": ensemble, "ranks": 1,
                           "file_handler": "uncollated", "cells_per_rank": 1000}  # fmt: skip
                 rows.append((workload, "single_vs_ensemble", tier, "time_per_step", value, params))
-    return rows
+    return with_alone(rows)
 
 
 def test_a_proxy_lesson_says_when_its_shapes_were_not_shown_faithful():

@@ -66,6 +66,8 @@ DEFAULTS = schema_defaults("cfd_proxy")
 START_TIMEOUT_S = 300.0
 #: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
 SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
+#: the rounds of launches of a job: the ensemble's members, and member 0 alone before them
+MEMBER, ALONE = "member", "alone"
 
 
 def with_defaults(params: dict) -> dict:
@@ -290,18 +292,22 @@ def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
     return env, added
 
 
-def start_members(job: Job, launcher: str, config: dict, p: dict, members: list) -> None:
+def start_members(
+    job: Job, launcher: str, config: dict, p: dict, members: list, label: str = MEMBER
+) -> None:
     """Start one launch per ensemble member; ``members`` gets each as soon as it runs.
 
     Concurrent ``mpiexec`` (Open MPI 4) race to make the same session folder
     in /tmp ("mkdir ... File exists" and orte_init fails), so each launch gets
     a private one in the system's temp folder, never on the tier measured.
+    ``label`` names the round: ``alone`` is member 0 run by itself before the
+    ensemble (:func:`run_alone`), in case, log and gate folders of its own.
     """
     folder = job.folder.path
     control = control_folder(job)
-    if control != folder:  # a killed run's may be there
+    if control != folder and label == MEMBER:  # a killed run's may be there
         shutil.rmtree(control, ignore_errors=True)
-    gate = control / "gate"
+    gate = control / f"gate-{label}"
     gate.mkdir(parents=True)
     local = not under_slurm()
     env, added = launch_env(launcher, local)
@@ -309,22 +315,23 @@ def start_members(job: Job, launcher: str, config: dict, p: dict, members: list)
     if own_session:
         added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
-    for i in range(p["ensemble"]):
+    for i in range(1 if label == ALONE else p["ensemble"]):
         command = [
             *launch_command(launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), i),
             *syscalls.rank_prefix(job),
             sys.executable, "-m", "tierbench.cfd_writer",
-            "--case", str(folder / f"member{i}"),
+            "--case", str(folder / f"{label}{i}"),
             "--config", json.dumps(config, sort_keys=True),
-            "--out", str(control / f"result{i}.json"),
+            "--out", str(control / f"result-{label}{i}.json"),
             "--gate", str(gate),
             "--name", str(i),
             "--run-folder", str(folder),
         ]  # fmt: skip
         session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
         member_env = {**env, **dict.fromkeys(SESSION_VARS, session)} if session else env
-        member = {"index": i, "command": command, "session": session, "process": None}
-        member["log"] = open(folder / f"member{i}.log", "wb")  # noqa: SIM115 (closed in stop)
+        member = {"index": i, "label": label, "command": command, "session": session}
+        member["process"] = None
+        member["log"] = open(folder / f"{label}{i}.log", "wb")  # noqa: SIM115 (closed in stop)
         members.append(member)
         try:
             member["process"] = subprocess.Popen(
@@ -432,9 +439,34 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     return found
 
 
+def alone_first(p: dict) -> bool:
+    """Whether the job runs member 0 by itself before its ensemble (``single_first``)."""
+    return p["ensemble"] > 1 and bool(p["single_first"])
+
+
+def run_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
+    """Member 0 by itself, launched as in the ensemble, just before it: its result.
+
+    The single run an ensemble's time per step is set against, back to back with
+    it in one job, so the drift of a shared machine between jobs cancels in the
+    ratio. Its case is removed before the ensemble starts.
+    """
+    members: list[dict] = []
+    try:
+        start_members(job, launcher, config, p, members, ALONE)
+        open_gate(job, members)
+        (result,) = collect(job, members)
+    finally:
+        stop(members)
+    check_counts([result], p)
+    shutil.rmtree(job.folder.path / f"{ALONE}0", ignore_errors=True)
+    job.log(f"member 0 alone: {result['time_per_step']:.4g} s per step")
+    return result
+
+
 def open_gate(job: Job, members: list[dict]) -> None:
     """Let every member start its measured steps once all of them are ready."""
-    gate = control_folder(job) / "gate"
+    gate = control_folder(job) / f"gate-{members[0]['label']}"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         ready = sum((gate / f"ready-{m['index']}").exists() for m in members)
@@ -473,16 +505,16 @@ def collect(job: Job, members: list[dict]) -> list[dict]:
         m["process"].wait()
     folder, control = job.folder.path, control_folder(job)
     for m in members:
-        i, code = m["index"], m["process"].returncode
-        output = (folder / f"member{i}.log").read_text(errors="replace").strip()
+        i, code, label = m["index"], m["process"].returncode, m["label"]
+        output = (folder / f"{label}{i}.log").read_text(errors="replace").strip()
         if output:
-            job.log(f"member {i} output:\n{output[-2000:]}")
-        out = control / f"result{i}.json"
+            job.log(f"{label} {i} output:\n{output[-2000:]}")
+        out = control / f"result-{label}{i}.json"
         result = json.loads(out.read_text()) if out.exists() else None
         if result and result["problems"]:
-            failures.append(f"member {i}: " + "; ".join(result["problems"]))
+            failures.append(f"{label} {i}: " + "; ".join(result["problems"]))
         elif code != 0 or result is None:
-            failures.append(f"member {i} exited with {code}: {_last_error(output)}")
+            failures.append(f"{label} {i} exited with {code}: {_last_error(output)}")
         else:
             results.append(result)
     if failures:
@@ -597,6 +629,7 @@ def run(job: Job) -> list[dict]:
         if config["sweeps"] is None and target > 0 and shared_calibration:
             note["calibration"] = calibration_for(job, launcher, config, p)
             config["sweeps"] = note["calibration"]["sweeps"]
+        alone = run_alone(job, launcher, config, p) if alone_first(p) else None
         start_members(job, launcher, config, p, members)
         open_gate(job, members)
         results = collect(job, members)
@@ -610,6 +643,9 @@ def run(job: Job) -> list[dict]:
     job.extra["members"] = results
     job.extra["cells_per_rank"] = config["cells"]
     metrics = ensemble_metrics(results, p)
+    if alone is not None:
+        job.extra["alone"] = alone
+        metrics.append(metric("time_per_step_alone", alone["time_per_step"], "s"))
     job.log(
         "time per step "
         + ", ".join(f"{m['metric']}={m['value']:.4g}" for m in metrics if m["unit"] == "s")

@@ -328,10 +328,16 @@ def tasks(params: dict) -> int:
 def runtime_s(params: dict) -> float:
     """A generous guess: 20 us per cell and iteration on one core, plus start-up."""
     p = with_defaults(params)
+    runs = p["ensemble"] + alone_first(p)  # member 0 alone first, then the ensemble
     if p["case"] is None:
-        return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * p["ensemble"]
+        return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * runs
     plan = case_plan(p)
-    return 60 + 20e-6 * plan.cells * plan.estimated_steps * p["ensemble"]
+    return 60 + 20e-6 * plan.cells * plan.estimated_steps * runs
+
+
+def alone_first(p: dict) -> bool:
+    """Whether the job runs member 0 by itself before its ensemble (``single_first``)."""
+    return p["ensemble"] > 1 and bool(p["single_first"])
 
 
 # ------------------------------------------------------------------ a case of the user's
@@ -1248,13 +1254,19 @@ def run(job: Job) -> list[dict]:
     job.extra["openfoam_tools"] = find_tools(env, ("blockMesh", "decomposePar", solver.name))
     job.log(f"{p['ensemble']} x {solver.name} on {p['ranks']} ranks, {describe(p, plan)}; "
             f"OpenFOAM: {how}")  # fmt: skip
-    members = [Member(i, job.folder.path / f"member{i}") for i in range(p["ensemble"])]
     if plan is None:
         job.extra["mesh"] = mesh(p)
-        preprocessing = [prepare(m, p, env) for m in members]
     else:
         job.extra["case"] = case_record(plan)
-        preprocessing = [prepare_case(job, m, p, plan, env) for m in members]
+
+    def prepared(member: Member) -> dict:
+        return prepare(member, p, env) if plan is None else prepare_case(job, member, p, plan, env)
+
+    alone = None
+    if alone_first(p):
+        alone = run_alone(job, launcher, prepared, p, env, solver, plan)
+    members = [Member(i, job.folder.path / f"member{i}") for i in range(p["ensemble"])]
+    preprocessing = [prepared(m) for m in members]
     job.extra["preprocessing_s"] = preprocessing
     before = [tree(m.case, solver.everything) for m in members]
     try:
@@ -1271,11 +1283,39 @@ def run(job: Job) -> list[dict]:
     job.extra["write_tree"] = per_rank_layout(sample, collated)
     job.extra["overlap"] = overlap(results)
     metrics = ensemble_metrics(results) + preprocessing_metrics(preprocessing)
+    if alone is not None:
+        job.extra["alone"] = alone
+        metrics.append(metric("time_per_step_alone", alone["steps"]["time_per_step"], "s"))
     job.log(
         "per step "
         + ", ".join(f"{m['metric']}={m['value']:.4g}" for m in metrics if m["unit"] == "s")
     )
     return metrics
+
+
+def run_alone(
+    job: Job, launcher: str, prepared, p: dict, env: dict, solver: Solver, plan: CasePlan | None
+) -> dict:
+    """Member 0 by itself, launched as in the ensemble, just before it: its result.
+
+    The single run an ensemble's time per step is set against, in the same job,
+    so the drift of a shared machine between jobs cancels in the ratio. Its case
+    (``prepared`` makes it as a member's) is removed before the members' are made,
+    so the tier never holds more than the ensemble's.
+    """
+    alone = Member(0, job.folder.path / "alone0")
+    preprocessing = prepared(alone)
+    before = tree(alone.case, solver.everything)
+    try:
+        start(job, launcher, [alone], p, env, solver)
+        result = member_result(job, alone, p, before, solver)
+    finally:
+        stop([alone])
+    check_writes([result], plan.purge if plan else p["purge_write"], strict=plan is None)
+    shutil.copy2(alone.case / f"log.{solver.name}", job.folder.path / "alone0.log")
+    shutil.rmtree(alone.case, ignore_errors=True)
+    job.log(f"member 0 alone: {result['steps']['time_per_step']:.4g} s per step")
+    return {**result, "preprocessing_s": preprocessing}
 
 
 def describe(p: dict, plan: CasePlan | None) -> str:
