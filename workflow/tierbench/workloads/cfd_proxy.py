@@ -305,8 +305,6 @@ def start_members(
     """
     folder = job.folder.path
     control = control_folder(job)
-    if control != folder and label == MEMBER:  # a killed run's may be there
-        shutil.rmtree(control, ignore_errors=True)
     gate = control / f"gate-{label}"
     gate.mkdir(parents=True)
     local = not under_slurm()
@@ -329,8 +327,13 @@ def start_members(
         ]  # fmt: skip
         session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
         member_env = {**env, **dict.fromkeys(SESSION_VARS, session)} if session else env
-        member = {"index": i, "label": label, "command": command, "session": session}
-        member["process"] = None
+        member = {
+            "index": i,
+            "label": label,
+            "command": command,
+            "session": session,
+            "process": None,
+        }
         member["log"] = open(folder / f"{label}{i}.log", "wb")  # noqa: SIM115 (closed in stop)
         members.append(member)
         try:
@@ -624,6 +627,8 @@ def run(job: Job) -> list[dict]:
         + ("not calibrated" if traced else f"{target:.4g} s")
     )
     members: list[dict] = []
+    if control_folder(job) != job.folder.path:  # a killed run's may be there
+        shutil.rmtree(control_folder(job), ignore_errors=True)
     try:
         shared_calibration = p["ensemble"] > 1 or job.spec.get("study_dir")
         if config["sweeps"] is None and target > 0 and shared_calibration:

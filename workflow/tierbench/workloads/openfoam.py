@@ -113,6 +113,7 @@ from .cfd_proxy import (
     DEFAULT_LAUNCHER,
     OPEN_MPI_LAUNCHERS,
     SESSION_VARS,
+    alone_first,
     check_write_interval,
     error_of_mean,
     launch_command,
@@ -333,11 +334,6 @@ def runtime_s(params: dict) -> float:
         return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * runs
     plan = case_plan(p)
     return 60 + 20e-6 * plan.cells * plan.estimated_steps * runs
-
-
-def alone_first(p: dict) -> bool:
-    """Whether the job runs member 0 by itself before its ensemble (``single_first``)."""
-    return p["ensemble"] > 1 and bool(p["single_first"])
 
 
 # ------------------------------------------------------------------ a case of the user's
