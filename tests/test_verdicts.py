@@ -129,6 +129,10 @@ def cfd(disk1, shm1, disk100, shm100, disk_ens, shm_ens, spread="tight", page_ca
 def cfd_on(tiers, spread="tight", page_cache=None, alone=1):
     """cfd_proxy time per step per tier: {tier: (interval 1, interval 100, ensemble of 2)};
     the ensemble's member 0 alone before it takes the single run's time (with_alone)."""
+    return study(with_alone(cfd_rows(tiers), alone), spread, page_cache)
+
+
+def cfd_rows(tiers):
     rows = []
     for tier, values in tiers.items():
         for (interval, ensemble), value in zip([(1, 1), (100, 1), (1, 2)], values, strict=True):
@@ -139,7 +143,7 @@ def cfd_on(tiers, spread="tight", page_cache=None, alone=1):
                 "file_handler": "uncollated",
             }
             rows.append(("cfd_proxy", "single_vs_ensemble", tier, "time_per_step", value, params))
-    return study(with_alone(rows, alone), spread, page_cache)
+    return rows
 
 
 def with_alone(rows, shift=1):
@@ -363,6 +367,25 @@ def test_001_an_ensemble_is_set_against_its_member_alone_in_the_same_job():
     without = summary["metric"] != "time_per_step_alone"
     ensembles = verdicts.judge(PAPERS["001"], summary[without], results=results)[2]
     assert ensembles.status == INCONCLUSIVE and "single_first" in ensembles.text
+
+
+def test_001_an_undecided_ensemble_names_the_less_certain_of_its_two_growths():
+    """The disk's ensemble growth is steady (1.2x in every job), the fast tier's swings from
+    job to job: the verdict says which growth holds its spread and at how many repetitions,
+    so a user knows what more repetitions would have to narrow."""
+    rows = with_alone(cfd_rows({"disk": (0.30, 0.05, 0.36), "shm": (0.10, 0.05, 0.10)}), 0)
+    swinging = [
+        r[:6] + (1,) if r[3] == "time_per_step_alone" and r[2] == "shm" else r for r in rows
+    ]
+    ensembles = judge("001", study(swinging, "wide"))[2]
+    assert ensembles.status == WITHIN_NOISE, ensembles.text
+    assert "at 3 repetitions a point" in ensembles.needs
+    assert ensembles.needs.endswith("]"), ensembles.needs
+    assert "most of its spread from ensemble / single run (its member 0 alone), fast tier" in (
+        ensembles.needs
+    )
+    steady = judge("001", study(rows, "wide"))[2]
+    assert steady.status == REPRODUCED, steady.text
 
 
 def test_001_steps_without_writes_come_before_those_before_the_first_write():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -435,10 +436,21 @@ def _needs(claims: list[Claim], hint: str = "") -> str:
             parts.append(f"{claim.label}: {claim.interval.reason.removeprefix('needs ')}")
         else:
             parts.append(
-                f"{MORE_REPETITIONS}: {claim.label} {show(claim.interval)} reaches across "
-                f"the edge of the band ({claim.band})"
+                f"{MORE_REPETITIONS}: {claim.label} {show(claim.interval)} at "
+                f"{claim.interval.n} repetitions a point reaches across the edge of the band "
+                f"({claim.band}){_widest_part(claim)}"
             )
     return "; ".join(parts + ([hint] if parts and hint else []))
+
+
+def _widest_part(claim: Claim) -> str:
+    """Which of a ratio of ratios' two ratios is the less certain: where repetitions go."""
+    known = [p for p in claim.parts if p.low and p.high and p.low > 0 and p.high > 0]
+    if len(known) < 2:
+        return ""
+    widest = max(known, key=lambda part: math.log(part.high / part.low))
+    shown = show(Interval(widest.ours, widest.low, widest.high, claim.interval.n))
+    return f", most of its spread from {widest.label} {shown}"
 
 
 def _combined(outcomes: list[str]) -> str:
