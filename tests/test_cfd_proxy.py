@@ -273,20 +273,44 @@ def test_values_read_back(tmp_path, fmt, file_set):
         np.testing.assert_allclose(values.ravel(), np.ravel(data[name]), rtol=rtol, atol=1e-99)
 
 
-@pytest.mark.parametrize("width", [8, 11, 15])
-def test_fixed_width_numbers_are_exact_width_and_close(width):
-    digits = width - 6
+def awkward_numbers(count: int) -> np.ndarray:
+    """Numbers over 240 decades, with zero, -0.0, NaN and the clipped extremes first."""
     rng = np.random.default_rng(7)
-    values = rng.standard_normal(20000) * 10.0 ** rng.integers(-120, 120, 20000)
-    values[:6] = [0.0, 1.0, -1.0, 9.999999999e-3, 1e-100, 1e101]
-    text = foam.fixed_width(values, width).tobytes().decode()
-    numbers = np.array([float(text[i : i + width]) for i in range(0, len(text), width)])
-    assert len(text) == width * values.size
-    largest = float("9." + "9" * (digits - 1) + "e99")
-    shown = np.where(np.abs(values) < 1e-99, 0, np.clip(values, -largest, largest))
-    np.testing.assert_allclose(numbers, shown, rtol=0.6 * 10.0 ** (1 - digits))
-    with pytest.raises(ValueError, match="at least 8"):
-        foam.fixed_width(values, 7)
+    values = rng.standard_normal(count) * 10.0 ** rng.integers(-120, 120, count)
+    values[:9] = [0.0, -0.0, np.nan, 1.0, -1.0, 9.999999999e-3, 1e-100, 1e101, -1e101]
+    return values
+
+
+@pytest.mark.parametrize("width", [8, 11, 15])
+@pytest.mark.parametrize("components", [1, 3])
+def test_ascii_numbers_are_exact_width_and_close(width, components):
+    values = awkward_numbers(3000 * components)
+    text = foam.format_numbers(values, components, width).decode()
+    rows = text.splitlines()
+    assert len(rows) == 3000
+    if components == 3:
+        assert all(row[0] == "(" and row[-1] == ")" for row in rows)
+        rows = [row[1:-1] for row in rows]
+    numbers = [number for row in rows for number in row.split(" ")]
+    assert {len(number) for number in numbers} == {width}
+    largest = foam.largest_number(width)
+    shown = np.where(np.abs(values) >= 1e-99, np.clip(values, -largest, largest), 0.0)
+    digits = width - 6
+    parsed = np.array([float(number) for number in numbers])
+    np.testing.assert_allclose(parsed, shown, rtol=0.6 * 10.0 ** (1 - digits))
+    assert numbers[0] == numbers[1] == numbers[2] == "+0." + "0" * (width - 7) + "e+00"
+    with pytest.raises(ValueError, match="8 to 40"):
+        foam.format_numbers(values, components, 7)
+
+
+@pytest.mark.parametrize("width", [8, 10, 15])
+def test_ascii_numbers_are_the_same_bytes_from_c_and_from_python(monkeypatch, width):
+    if native.foamio() is None:
+        pytest.skip(f"the C helper is not built here: {native.status('foamio')}")
+    values = awkward_numbers(6000)
+    from_c = foam.format_numbers(values, 3, width)
+    monkeypatch.setattr(native, "foamio", lambda: None)
+    assert foam.format_numbers(values, 3, width) == from_c
 
 
 def test_bytes_per_rank_sets_the_cells():

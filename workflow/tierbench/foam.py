@@ -30,7 +30,9 @@ as v1912 lays them out (the banner names the proxy in a cell of the same
 width; ``uniform/time`` and ``functionObjectProperties`` are ascii in either
 format, as v1912 writes them). Binary values are 8-byte doubles; ascii numbers
 have a fixed width per field (:data:`V1912_WIDTHS`), about what v1912 prints
-at writePrecision 6 for the duct's values, so sizes are exact in both formats.
+at writePrecision 6 for the duct's values, so sizes are exact in both formats,
+and each is converted on its own as the solver's stream converts it
+(:func:`format_numbers`), which is what an ascii write mostly costs.
 
 ``document_001`` is the layout document 001 lists, kept as it was::
 
@@ -551,48 +553,41 @@ def approx_bytes_per_cell(fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
 # ---------------------------------------------------------------- payloads
 
 
-def fixed_width(values: np.ndarray, width: int = NUMBER_WIDTH) -> np.ndarray:
-    """Numbers as ``+d.ddde+xx`` in a (n, width) uint8 array, vectorised.
+def largest_number(width: int) -> float:
+    """The largest magnitude a number ``width`` characters wide shows: 9.9..e99."""
+    return float("9." + "9" * (width - 7) + "e99")
 
-    ``width - 6`` significant digits (at least 2: width 8 and more; 15 gives
-    ``+1.23456789e-01``). Magnitudes below 1e-99 are written as zero and
-    above 9.9..e99 clipped, so every number has the same width and the file
-    sizes follow the formula.
+
+def format_numbers(values: np.ndarray, components: int, width: int = NUMBER_WIDTH) -> bytes:
+    """Numbers as ascii lines, one conversion per number, as a solver's ascii stream makes them.
+
+    OpenFOAM's ascii Ostream hands every number to libstdc++'s ``ostream <<
+    double``, which converts it with snprintf: that conversion is most of what
+    an ascii write costs the solver, so the proxy pays it too, number by
+    number (in C where :mod:`tierbench.native` builds, else Python's own
+    conversion, which gives the same bytes). ``%+.<width - 7>e``: every number
+    is ``width`` characters (``+1.2345e-01`` at 11), magnitudes below 1e-99
+    written as zero and above 9.9..e99 clipped, so file sizes follow the
+    formula. A row of one number ends in a newline; vectors are ``(a b c)``.
     """
-    digits = width - 6
-    if digits < 2:
-        raise ValueError(f"a fixed-width number needs at least 8 characters, not {width}")
-    scale = 10 ** (digits - 1)  # the mantissa as an integer: scale <= mantissa < 10 scale
-    largest = float("9." + "9" * (digits - 1) + "e99")
-    v = np.asarray(values, dtype=np.float64).ravel()
-    v = np.where(np.abs(v) < 1e-99, 0.0, np.clip(v, -largest, largest))
-    a = np.abs(v)
-    nonzero = a > 0
-    exponent = np.zeros(v.size, dtype=np.int64)
-    exponent[nonzero] = np.floor(np.log10(a[nonzero])).astype(np.int64)
-    mantissa = np.zeros(v.size, dtype=np.int64)
-    scaled = a[nonzero] / 10.0 ** exponent[nonzero]
-    mantissa[nonzero] = np.rint(scaled * float(scale)).astype(np.int64)
-    # log10 may be off by one at powers of ten: renormalise to scale <= mantissa < 10 scale
-    high = mantissa >= 10 * scale
-    mantissa[high] = np.rint(mantissa[high] / 10).astype(np.int64)
-    exponent[high] += 1
-    low = nonzero & (mantissa < scale)
-    mantissa[low] = np.rint(a[low] / 10.0 ** (exponent[low] - 1) * float(scale)).astype(np.int64)
-    exponent[low] -= 1
-    out = np.empty((v.size, width), dtype=np.uint8)
-    out[:, 0] = np.where(v < 0, ord("-"), ord("+"))
-    remaining = mantissa.copy()
-    for position in (*range(digits + 1, 2, -1), 1):
-        out[:, position] = remaining % 10 + ord("0")
-        remaining //= 10
-    out[:, 2] = ord(".")
-    out[:, digits + 2] = ord("e")
-    out[:, digits + 3] = np.where(exponent < 0, ord("-"), ord("+"))
-    magnitude = np.abs(exponent)
-    out[:, digits + 4] = magnitude // 10 + ord("0")
-    out[:, digits + 5] = magnitude % 10 + ord("0")
-    return out
+    if not 8 <= width <= 40:
+        raise ValueError(f"an ascii number here is 8 to 40 characters wide, not {width}")
+    array = np.ascontiguousarray(values, dtype=np.float64)
+    helper = native.foamio()
+    if helper is not None:
+        return helper.format_ascii(memoryview(array.ravel()).cast("B"), components, width)
+    largest = largest_number(width)
+    v = array.ravel()
+    v = np.where(np.abs(v) >= 1e-99, np.clip(v, -largest, largest), 0.0)
+    spec = f"+.{width - 7}e"
+    numbers = [format(x, spec) for x in v.tolist()]
+    if components == 1:
+        return ("\n".join(numbers) + "\n").encode() if numbers else b""
+    rows = (
+        "(" + " ".join(numbers[i : i + components]) + ")\n"
+        for i in range(0, len(numbers), components)
+    )
+    return "".join(rows).encode()
 
 
 def encode_values(
@@ -602,23 +597,7 @@ def encode_values(
     if fmt == "binary":
         array = np.ascontiguousarray(values, dtype="<f8")
         return memoryview(array).cast("B")
-    numbers = fixed_width(values, width)
-    if components == 1:
-        lines = np.empty((numbers.shape[0], width + 1), dtype=np.uint8)
-        lines[:, :width] = numbers
-        lines[:, width] = ord("\n")
-        return lines.tobytes()
-    numbers = numbers.reshape(-1, components, width)
-    line = 1 + components * (width + 1) + 1
-    lines = np.empty((numbers.shape[0], line), dtype=np.uint8)
-    lines[:, 0] = ord("(")
-    for c in range(components):
-        start = 1 + c * (width + 1)
-        lines[:, start : start + width] = numbers[:, c]
-        lines[:, start + width] = ord(" ")
-    lines[:, line - 2] = ord(")")
-    lines[:, line - 1] = ord("\n")
-    return lines.tobytes()
+    return format_numbers(values, components, width)
 
 
 def patch_values(data: np.ndarray, faces: int, components: int) -> np.ndarray:

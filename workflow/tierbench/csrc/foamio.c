@@ -11,6 +11,16 @@
  *   fsync   true: fsync every file before closing it
  *   mkdirs  Foam::mkDir calls on each file's folder (the collated master makes two)
  *
+ * format_ascii(values, components, width) -> bytes
+ *
+ *   values  a C-contiguous buffer of float64, components per row
+ *   Each number goes through snprintf as it does inside libstdc++'s
+ *   `ostream << double` (OpenFOAM's ascii Ostream): one conversion per number,
+ *   which is most of what an ascii write costs a solver. "%+.<width-7>e", so
+ *   every number is `width` characters (magnitudes below 1e-99 written as zero,
+ *   above 9.9..e99 clipped); rows of one number end in a newline, vectors are
+ *   "(a b c)\n". The bytes are those tierbench.foam.format_numbers makes in Python.
+ *
  * The same system calls tierbench.foam makes in Python, with no interpreter
  * between them: with 1-cell fields on tmpfs the Python around the calls cost
  * as much as the calls. Errors raise OSError naming the path, as os.mkdir and
@@ -22,6 +32,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -168,8 +181,66 @@ static PyObject *write_time(PyObject *self, PyObject *args) {
     return Py_BuildValue("(ni)", written, made);
 }
 
+/* one number, `width` characters at p; 0 when snprintf gave another width */
+static int put_number(char *p, double x, int width, double largest) {
+    char text[64];
+    double a = fabs(x);
+    if (!(a >= 1e-99)) x = 0.0; /* NaN, zero and -0.0 too */
+    else if (a > largest) x = copysign(largest, x);
+    if (snprintf(text, sizeof text, "%+.*e", width - 7, x) != width) return 0;
+    memcpy(p, text, (size_t)width);
+    return 1;
+}
+
+static PyObject *format_ascii(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int components, width;
+    if (!PyArg_ParseTuple(args, "y*ii", &view, &components, &width)) return NULL;
+    Py_ssize_t count = view.len / (Py_ssize_t)sizeof(double);
+    if (width < 8 || width > 40 || components < 1 || view.len % (Py_ssize_t)sizeof(double) ||
+        count % components) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError,
+                            "format_ascii: %zd bytes of doubles in rows of %d, width %d "
+                            "(8 to 40)",
+                            view.len, components, width);
+    }
+    char nines[48] = "9.";
+    memset(nines + 2, '9', (size_t)(width - 7));
+    strcpy(nines + 2 + (width - 7), "e99");
+    double largest = strtod(nines, NULL);
+    Py_ssize_t rows = count / components;
+    Py_ssize_t line = components == 1 ? width + 1 : (Py_ssize_t)components * (width + 1) + 2;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, rows * line);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(out);
+    const double *v = view.buf;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows && ok; r++) {
+        if (components > 1) *p++ = '(';
+        for (int c = 0; c < components; c++) {
+            ok &= put_number(p, v[r * components + c], width, largest);
+            p += width;
+            *p++ = c + 1 < components ? ' ' : (components > 1 ? ')' : '\n');
+        }
+        if (components > 1) *p++ = '\n';
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (!ok) {
+        Py_DECREF(out);
+        return PyErr_Format(PyExc_ValueError, "format_ascii: a number is not %d wide", width);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"write_time", write_time, METH_VARARGS, "Make a time folder's files as OFstream does."},
+    {"format_ascii", format_ascii, METH_VARARGS, "Numbers as an ascii Ostream prints them."},
     {NULL, NULL, 0, NULL},
 };
 
