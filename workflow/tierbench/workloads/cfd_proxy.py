@@ -274,6 +274,13 @@ def control_folder(job: Job) -> Path:
     return Path(job.spec["control_dir"])
 
 
+def clear_control_folder(job: Job) -> None:
+    """Remove the control folder where it is not the run folder (that one goes with the run)."""
+    control = control_folder(job)
+    if control != job.folder.path:
+        shutil.rmtree(control, ignore_errors=True)
+
+
 def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
     """Environment of the launches, and the settings added to it (for the record)."""
     added = {"PYTHONPATH": PACKAGE_DIR}
@@ -627,8 +634,7 @@ def run(job: Job) -> list[dict]:
         + ("not calibrated" if traced else f"{target:.4g} s")
     )
     members: list[dict] = []
-    if control_folder(job) != job.folder.path:  # a killed run's may be there
-        shutil.rmtree(control_folder(job), ignore_errors=True)
+    clear_control_folder(job)  # a killed run's may be there
     try:
         shared_calibration = p["ensemble"] > 1 or job.spec.get("study_dir")
         if config["sweeps"] is None and target > 0 and shared_calibration:
@@ -640,8 +646,7 @@ def run(job: Job) -> list[dict]:
         results = collect(job, members)
     finally:
         stop(members)
-        if control_folder(job) != job.folder.path:
-            shutil.rmtree(control_folder(job), ignore_errors=True)
+        clear_control_folder(job)
     check_counts(results, p)
     note.setdefault("calibration", results[0]["calibration"])
     job.extra["compute"] = {"target_per_step": target, **note}
