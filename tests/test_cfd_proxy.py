@@ -998,6 +998,33 @@ def test_from_application_times_simplefoam_and_computes_that(solver, tmp_path): 
     assert list(tier.iterdir()) == []
 
 
+def test_points_of_a_shape_share_the_applications_time_per_step(tmp_path, monkeypatch):
+    """The application is timed once per shape, study and node: a point that writes and its
+    no-write baseline then ask for the same compute, whatever their write settings."""
+    timings = []
+
+    def time_application(job):
+        timings.append(cfd_proxy.application_key(job.params))
+        return 0.01 * len(timings), {"metrics": {"time_per_step": 0.01 * len(timings)}}
+
+    monkeypatch.setattr(cfd_proxy, "time_application", time_application)
+
+    def target(study_dir, **params):
+        job = Job(spec={"params": {**PARAMS, **params}, "study_dir": study_dir}, folder=None)
+        return cfd_proxy.application_step_time(job)
+
+    study = str(tmp_path / "a")
+    first, record = target(study, write_interval=2)
+    assert first == 0.01 and "reused" not in record
+    again, record = target(study, write_interval="none", write_format="ascii")
+    assert again == 0.01 and record["reused"] and len(timings) == 1
+    # another shape, other steps, another study: each timed afresh
+    assert target(study, cells_per_rank=3000)[0] == 0.02
+    assert target(study, steps=PARAMS["steps"] + 2)[0] == 0.03
+    assert target(str(tmp_path / "b"))[0] == 0.04
+    assert target(study, file_handler="collated")[0] == 0.01 and len(timings) == 4
+
+
 def test_points_of_a_study_on_a_node_share_one_calibration(tmp_path, monkeypatch):
     """A point that writes and one that does not must do the same compute per step: the
     first point of a shape calibrates, the study's later points on the node reuse it."""

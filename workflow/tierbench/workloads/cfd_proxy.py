@@ -52,7 +52,7 @@ from .. import compute, foam, native, pagecache, syscalls
 from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
 from ..job import Job
-from ..records import metric
+from ..records import metric, utc_now
 from ..rundir import RunFolder
 from ..schemas import complete, schema_defaults
 from ..units import parse_size
@@ -125,9 +125,35 @@ def application_params(params: dict) -> dict:
     )
 
 
+def application_key(params: dict) -> str:
+    """What the application's time per step holds for: one member's shape, steps, warm-up."""
+    a = application_params(params)
+    return f"application {a['ranks']}x{a['cells_per_rank']} {a['steps']}+{a['warmup_steps']} steps"
+
+
 def application_step_time(job: Job) -> tuple[float, dict]:
-    """The application's time per step at the point's shape, without writes: the openfoam
-    workload run in a run folder of its own inside the job's, then removed; and its record.
+    """The application's time per step at the point's shape, without writes, and its record:
+    the study's on this node if a point of the shape timed it already, else timed now.
+
+    Shared like the sweeps (:func:`calibration_for`): a point that writes and its no-write
+    baseline must do the same compute per step, so their difference is the writes and not
+    two runs of the application on a machine whose speed drifts between jobs.
+    """
+    key = application_key(job.params)
+    known = known_calibration(job, key)
+    if known is not None:
+        seconds = known["time_per_step"]
+        job.log(f"application timed earlier in this study on this node: {seconds:.4g} s a step")
+        return known["time_per_step"], {**known["record"], "reused": True}
+    job.log("timing the application at this shape, without writes, for the compute per step")
+    time_per_step, record = time_application(job)
+    keep_calibration(job, key, {"time_per_step": time_per_step, "record": record})
+    return time_per_step, record
+
+
+def time_application(job: Job) -> tuple[float, dict]:
+    """The openfoam workload at the point's shape without writes, run in a run folder of
+    its own inside the job's, then removed: its time per step and its record.
 
     As many iterations as the point has steps: simpleFoam's iterations get cheaper as the
     flow settles, so a shorter run would ask the proxy for more than the run it stands for.
@@ -138,7 +164,12 @@ def application_step_time(job: Job) -> tuple[float, dict]:
     with RunFolder(job.folder.path, "application") as folder:
         found = openfoam.run(Job(spec={**job.spec, "params": params}, folder=folder))
     values = {m["metric"]: m["value"] for m in found}
-    return values["time_per_step"], {"params": params, "metrics": values}
+    return values["time_per_step"], {
+        "params": params,
+        "metrics": values,
+        "host": socket.gethostname(),
+        "timed_at": utc_now(),
+    }
 
 
 def writer_config(params: dict, target: float | None = None) -> dict:
@@ -364,18 +395,18 @@ def calibration_key(config: dict, p: dict) -> str:
     return f"{p['ranks']}x{config['cells']}@{config['compute_target']:.6g}"
 
 
-def known_calibration(job: Job, config: dict, p: dict) -> dict | None:
-    """This study's calibration of the shape on this node, if a point found it already."""
+def known_calibration(job: Job, key: str) -> dict | None:
+    """This study's calibration ``key`` on this node, if a point found it already."""
     path = calibration_file(job)
     if path is None or not path.is_file():
         return None
     try:
-        return json.loads(path.read_text()).get(calibration_key(config, p))
+        return json.loads(path.read_text()).get(key)
     except (OSError, ValueError):
         return None
 
 
-def keep_calibration(job: Job, config: dict, p: dict, found: dict) -> None:
+def keep_calibration(job: Job, key: str, found: dict) -> None:
     """Record a calibration for the study's later points of the shape on this node."""
     path = calibration_file(job)
     if path is None:
@@ -385,7 +416,7 @@ def keep_calibration(job: Job, config: dict, p: dict, found: dict) -> None:
         known = json.loads(path.read_text()) if path.is_file() else {}
     except ValueError:
         known = {}
-    known[calibration_key(config, p)] = found
+    known[key] = found
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
@@ -398,12 +429,13 @@ def calibration_for(job: Job, launcher: str, config: dict, p: dict) -> dict:
     difference between a point that writes and one that does not is the
     writes, not two calibrations' noise; the first point of a shape finds it.
     """
-    known = known_calibration(job, config, p)
+    key = calibration_key(config, p)
+    known = known_calibration(job, key)
     if known is not None:
         job.log(f"calibrated earlier in this study on this node: {known['sweeps']} sweeps per step")
         return {**known, "reused": True}
     found = calibrate_alone(job, launcher, config, p)
-    keep_calibration(job, config, p, found)
+    keep_calibration(job, key, found)
     return found
 
 
@@ -620,7 +652,6 @@ def run(job: Job) -> list[dict]:
     target = compute_target(p)
     traced = bool(job.spec.get("count_syscalls"))
     if target is None and not traced:
-        job.log("timing the application at this shape, without writes, for the compute per step")
         target, note["application"] = application_step_time(job)
     config = writer_config(p, target)
     if traced:  # its times are never used, and the sweeps make no system call
