@@ -524,8 +524,9 @@ def cost_rows(report: Report, m: Match) -> None:
     pair, quantity = report.pair, f"I/O cost per {report.pair.write_unit}"
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
-        note = f"within each run ({pair.cost_metric})"
         medians = (own[0].median, own[1].median)
+        note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})",
+                                       share_of_a_step(m, pair, medians[1])]))  # fmt: skip
         report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note=note)
         return
     if m.proxy_base is None or m.real_base is None:
@@ -546,7 +547,20 @@ def cost_rows(report: Report, m: Match) -> None:
     proxy_cost = (proxy.median - proxy_base.median) * p_factor
     real_cost = (real.median - real_base.median) * r_factor
     interval = difference_ratio(*samples, scale=p_factor / r_factor)
-    report.judged("I/O cost", quantity, m, proxy_cost, real_cost, "s", interval)
+    note = share_of_a_step(m, pair, real_cost)
+    report.judged("I/O cost", quantity, m, proxy_cost, real_cost, "s", interval, note=note)
+
+
+def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
+    """What a write costs the application against its step without writes: where that is a
+    few per cent, the step's own spread hides it and the cost per write stays undecided."""
+    if pair.unit != "write" or not real_cost or real_cost <= 0:
+        return ""
+    step, _ = compute_samples(m.real, m.real_base, pair)
+    if step is None or step.median <= 0:
+        return ""
+    share = 100 * real_cost / step.median
+    return f"a write costs {pair.real} {share:.3g} % of its step without writes"
 
 
 def _per_write(point: Point, pair: Pair) -> float | None:
@@ -703,7 +717,15 @@ def _but_interval(shape: tuple, keys: tuple[str, ...]) -> tuple:
 
 
 def _where_text(line: dict) -> str:
-    return line["quantity"] + (f" on {line['tier']}" if line["tier"] else "")
+    """A line a shape's verdict rests on, with its ratio and what explains it, if known."""
+    tier = line["tier"] if line["tier"] not in line["quantity"] else ""
+    where = line["quantity"] + (f" on {tier}" if tier else "")
+    if line.get("ratio") is None:
+        return where
+    text = line["text"]
+    found = text["ratio"] + (f" {text['interval']}" if text["interval"] != "unknown" else "")
+    share = next((n for n in line["note"].split("; ") if n.startswith("a write costs")), "")
+    return f"{where}: proxy / real {found}" + (f" ({share})" if share else "")
 
 
 def _number(value: str) -> float | None:
