@@ -392,6 +392,23 @@ def test_fe_plots_the_optimisation_beside_other_experiments_of_a_workload(tmp_pa
     assert "the optimisation 2.00x (1 core), 2.00x (2 cores)" in captions["fe_speedup_vs_fio"]
 
 
+def test_fe_plots_a_sweep_of_models_a_series_per_model(tmp_path):
+    """proxy_fidelity runs several models on each tier at one core count: each is its own
+    series and bar, named by its point, instead of one series that cannot be drawn."""
+    study = fio_points(Study())
+    for tier, tier_class, slow in (("disk", "disk", 2.0), ("shm", "shm", 1.0)):
+        for elements, cost in ((10, 1.0), (100, 3.0)):
+            study.point(
+                "fe_proxy", "sweep", tier, tier_class, f"elements={elements}",
+                {**PROXY, "cores": 1, "elements": elements},
+                {"wall_time": ("s", 10.0 * cost * slow), "eval_compute_time_median": ("s", cost),
+                 "eval_io_time_median": ("s", 0.02 * slow), "bytes_per_evaluation": ("B", 2**21)},
+            )  # fmt: skip
+    captions = fe_captions(tmp_path, study)
+    speedup = captions["fe_speedup_vs_fio"]
+    assert "2.00x (elements=10), 2.00x (elements=100)" in speedup, speedup
+
+
 @pytest.mark.parametrize("warmup", [True, False])
 def test_fe_captions_name_the_warmup_only_when_there_was_one(tmp_path, warmup):
     captions = fe_captions(tmp_path, fe_study(warmup=warmup))

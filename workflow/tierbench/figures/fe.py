@@ -134,6 +134,12 @@ def tier_order(c: dict) -> list[str]:
     return fe_tiers
 
 
+def several_models(rows: pd.DataFrame) -> bool:
+    """More than one point of a workload on a tier at a core count (a sweep of models, as
+    proxy_fidelity's): a series or bar then names its point."""
+    return bool(rows.groupby(["workload", "tier", "cores"])["point"].nunique().max() > 1)
+
+
 def several(c: dict) -> bool:
     """More than one workload of the family: series and panels name theirs."""
     return len(c["workloads"]) > 1
@@ -360,9 +366,10 @@ def run_series(c: dict) -> list:
     blues = plt.get_cmap("Blues")
     for workload in c["workloads"]:
         rows = wall[wall["workload"] == workload]
-        cores = sorted(rows["cores"].astype(int).unique())
-        for k, n in enumerate(cores):
-            at = rows[rows["cores"] == n].set_index("tier")
+        # a sweep (proxy_fidelity) has several models per tier: a series for each
+        places = sorted(rows.groupby(["cores", "point"]).groups, key=lambda k: (int(k[0]), k[1]))
+        for k, (n, point) in enumerate(places):
+            at = rows[(rows["cores"] == n) & (rows["point"] == point)].set_index("tier")
             if reference not in at.index:
                 continue
             spread = lambda r: (r["median"], r["min"], r["max"])  # noqa: E731
@@ -370,8 +377,11 @@ def run_series(c: dict) -> list:
                 t: ratio(spread(at.loc[reference]), spread(r), True) for t, r in at.iterrows()
             }
             name = workload if several(c) else "optimisation"
-            color = blues(0.35 + 0.5 * (k + 1) / len(cores))
-            series.append((f"{name}, {cores_label(n)}", color, values))
+            label = f"{name}, {cores_label(int(n))}"
+            if several_models(rows):
+                label += f", {point}"
+            color = blues(0.35 + 0.5 * (k + 1) / len(places))
+            series.append((label, color, values))
     return series
 
 
@@ -485,21 +495,24 @@ def speedup_caption(c: dict, document: pd.DataFrame, lesson: str, kbs: dict) -> 
 def time_split(c: dict) -> None:
     """Median time of one analysis in file-system calls and in everything else."""
     fe = c["fe"]
-    keys_of = ["workload", "tier", "cores"]
+    keys_of = ["workload", "tier", "cores", "point"]
     compute = metric_rows(fe, "eval_compute_time_median").set_index(keys_of)
     io = metric_rows(fe, "eval_io_time_median").set_index(keys_of)
     if compute.empty or io.empty:
         return
     cores = sorted(fe["cores"].dropna().astype(int).unique())
+    points = sorted(fe["point"].unique())  # a sweep (proxy_fidelity): several models a tier
     keys = [
-        (w, t, n)
+        (w, t, n, pt)
         for w in c["workloads"]
         for t in c["order"]
         for n in cores
-        if (w, t, n) in compute.index and (w, t, n) in io.index
+        for pt in points
+        if (w, t, n, pt) in compute.index and (w, t, n, pt) in io.index
     ]
     prefix = (lambda w: f"{w}, ") if several(c) else (lambda w: "")
-    labels = [f"{prefix(w)}{t}, {cores_label(n)}" for w, t, n in keys]
+    suffix = (lambda pt: f", {pt}") if several_models(fe) else (lambda pt: "")
+    labels = [f"{prefix(w)}{t}, {cores_label(n)}{suffix(pt)}" for w, t, n, pt in keys]
     parts = ("median", "min", "max")
     ms = {
         name: {part: np.array([frame.loc[k, part] * 1000 for k in keys]) for part in parts}
