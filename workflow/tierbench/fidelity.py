@@ -547,13 +547,13 @@ def cost_rows(report: Report, m: Match) -> None:
     proxy_cost = (proxy.median - proxy_base.median) * p_factor
     real_cost = (real.median - real_base.median) * r_factor
     interval = difference_ratio(*samples, scale=p_factor / r_factor)
-    note = share_of_a_step(m, pair, real_cost)
-    report.judged("I/O cost", quantity, m, proxy_cost, real_cost, "s", interval, note=note)
+    report.judged("I/O cost", quantity, m, proxy_cost, real_cost, "s", interval)
 
 
 def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
     """What a write costs the application against its step without writes: where that is a
-    few per cent, the step's own spread hides it and the cost per write stays undecided."""
+    few per cent, the step's own spread hides it and the cost per write stays undecided.
+    Only for a cost taken within each run: one taken between runs is mostly their drift."""
     if pair.unit != "write" or not real_cost or real_cost <= 0:
         return ""
     step, _ = compute_samples(m.real, m.real_base, pair)
