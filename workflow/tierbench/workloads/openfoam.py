@@ -710,14 +710,16 @@ def write_cost(steps: list[tuple[float, bool, dict]]) -> tuple[float, float] | N
     """(cost, standard error) of a write from (step time, wrote, solver iterations) per step.
 
     Least squares of the step time on a constant, the write flag and the
-    iterations of each solved field (those that vary); None when the steps
-    cannot separate a write from the rest (no step of one kind, too few steps).
+    iterations of each solved field that adds to what the others say (a field
+    that does not vary, or one that moves with another: on one rank the duct's
+    Uy and Uz take the same iterations every step); None when the steps cannot
+    separate a write from the rest (no step of one kind, too few steps).
     """
     fields = sorted({name for _, _, solves in steps for name in solves})
     columns = [[1.0] * len(steps), [float(wrote) for _, wrote, _ in steps]]
     for name in fields:
         column = [float(solves.get(name, 0)) for _, _, solves in steps]
-        if len(set(column)) > 1:
+        if np.linalg.matrix_rank(np.array([*columns, column])) > len(columns):
             columns.append(column)
     x = np.array(columns).T
     y = np.array([wall for wall, _, _ in steps])
