@@ -3,7 +3,9 @@
 A job runs one repetition of one point: it names the point on its command line
 and reads the rest (parameters, tier) from the study's plan.json. MPI
 workloads also get their launcher: `mpiexec` locally, `srun --mpi=pmix` under
-the Slurm executor (see mpi_launcher in common.smk).
+the Slurm executor (see mpi_launcher in common.smk). A proxy's repetition waits
+for its application's (partner_run in common.smk) and its rule has the higher
+priority, so the pair runs back to back.
 """
 
 for workload in WORKLOADS.values():
@@ -17,6 +19,7 @@ for workload in WORKLOADS.values():
             RAW.replace("{workload}", workload.name),
         log:
             RAW_LOG.replace("{workload}", workload.name),
+        priority: 1 if workload.stands_for else 0
         conda:
             f"../../envs/{workload.env}.yaml"
         threads: bench_threads(workload.name)

@@ -134,6 +134,8 @@ def _load():
 
 TIERS, STUDIES, POINTS = _load()
 ACTIVE_STUDY = config["study"]
+#: proxy point key -> the application point its repetitions run right after
+PARTNERS = matrix.fidelity_partners(list(POINTS.values()))
 
 
 wildcard_constraints:
@@ -292,7 +294,8 @@ def study_plan(study):
 
 
 def benchmark_inputs(workload):
-    """Input function: a benchmark waits for the preflight and, if measured, its warm-up."""
+    """Input function: a benchmark waits for the preflight, if measured its warm-up, and a
+    proxy's repetition for the same repetition of its application (its partner)."""
 
     @per_job
     def inputs(wildcards):
@@ -304,9 +307,34 @@ def benchmark_inputs(workload):
             needed["warmup"] = RAW.format(
                 **{**dict(wildcards.items()), "workload": workload, "rep": 0}
             )
+        partner = partner_run(wildcards, workload)
+        if partner:
+            needed["partner"] = partner
         return needed
 
     return inputs
+
+
+def partner_run(wildcards, workload):
+    """The raw record a proxy's repetition runs after: its application's same measured
+    repetition of the first round, or None. With the proxy rules' higher priority and one
+    benchmark at a time, the two run back to back, so drift between them is paired out.
+    """
+    key = (
+        wildcards.study,
+        workload,
+        wildcards.experiment,
+        wildcards.tier,
+        wildcards.point,
+    )
+    partner, rep = PARTNERS.get(key), int(wildcards.rep)
+    if partner is None or rep < 1:
+        return None
+    spec = STUDIES[wildcards.study]
+    rounds = (
+        matrix.repetitions(spec, e) for e in (wildcards.experiment, partner.experiment)
+    )
+    return raw_path(partner, rep) if all(rep in reps for reps in rounds) else None
 
 
 def report_inputs(studies):

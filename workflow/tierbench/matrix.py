@@ -406,6 +406,43 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
     return points
 
 
+def _shape_text(value) -> str:
+    """A shape parameter as text that treats 1, 1.0 and "1" alike."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def fidelity_partners(points: list[Point]) -> dict[tuple, Point]:
+    """Each proxy point's application point: same study, tier and shape (its workload's
+    ``stands_for``), where exactly one of each meets. The pipeline runs a proxy's repetition
+    right after its partner's, so the fidelity table compares runs made moments apart
+    (:func:`tierbench.intervals.paired`) instead of runs an hour apart on a machine whose
+    speed drifts more than the band a proxy must meet.
+    """
+    found: dict[tuple, list[Point]] = {}
+    for point in points:
+        workload = get(point.workload)
+        pair = workload.stands_for or next(
+            (w.stands_for for w in registry().values()
+             if w.stands_for and w.stands_for.real == point.workload), None,
+        )  # fmt: skip
+        if pair is None:
+            continue
+        params = complete(point.workload, point.params)
+        shape = tuple(_shape_text(params.get(k)) for k in pair.shape)
+        found.setdefault((pair.proxy, point.study, point.tier, shape), []).append(point)
+    partners = {}
+    for (proxy, *_), group in found.items():
+        proxies = [p for p in group if p.workload == proxy]
+        reals = [p for p in group if p.workload != proxy]
+        if len(proxies) == 1 and len(reals) == 1:
+            partners[proxies[0].key] = reals[0]
+    return partners
+
+
 def repetition_bounds(study: dict) -> tuple[int, int]:
     """(min, max) measured repetitions per point; the same number twice when not adaptive."""
     value = study["repetitions"]
