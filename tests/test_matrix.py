@@ -5,7 +5,7 @@ import copy
 import pytest
 import yaml
 from conftest import REPO
-from tierbench import matrix
+from tierbench import matrix, workloads
 from tierbench.errors import ConfigError
 
 CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -171,3 +171,38 @@ def test_a_study_file_with_a_document_joins_the_paper_in_document_order(tmp_path
     (tmp_path / "examples").mkdir()
     (tmp_path / "examples" / "x.yaml").write_text('study: x\ndocument: "001"\n')
     assert matrix.paper_studies(tmp_path) == ("aa_early", "zz_late")
+
+
+def points_of(study_name: str, scale: str = "default") -> list[matrix.Point]:
+    study = matrix.load_study(REPO / f"config/studies/{study_name}.yaml", CONFIG)
+    tiers = matrix.resolve_tiers(CONFIG, REPO / "config/hardware", "/tmp")
+    return matrix.expand_study(study, tiers, scale)
+
+
+def test_each_proxy_point_of_the_sweep_runs_after_the_application_of_its_shape():
+    points = points_of("proxy_fidelity")
+    partners = matrix.fidelity_partners(points)
+    proxies = [p for p in points if p.workload in ("cfd_proxy", "fe_proxy")]
+    assert {p.key for p in proxies} == set(partners)
+    for proxy in proxies:
+        real = partners[proxy.key]
+        pair = workloads.get(proxy.workload).stands_for
+        assert real.workload == pair.real
+        assert (real.study, real.tier, real.name) == (proxy.study, proxy.tier, proxy.name)
+        shape = [matrix.complete(w.workload, w.params) for w in (proxy, real)]
+        assert all(str(shape[0].get(k)) == str(shape[1].get(k)) for k in pair.shape), proxy.key
+
+
+def test_a_proxy_point_with_two_applications_of_its_shape_has_no_partner():
+    points = points_of("proxy_fidelity")
+    (centre,) = [p for p in points if p.experiment == "cfd_centre_openfoam"
+                 and p.tier == "shm" and p.name == "write_interval=10"]  # fmt: skip
+    twin = matrix.Point(centre.study, "twin", centre.workload, centre.tier, centre.name,
+                        dict(centre.params))  # fmt: skip
+    partners = matrix.fidelity_partners([*points, twin])
+    lonely = [k for k in matrix.fidelity_partners(points) if k not in partners]
+    assert [(k[2], k[3], k[4]) for k in lonely] == [
+        ("cfd_centre_proxy", "shm", "write_interval=10")
+    ]
+    # other tiers and shapes keep theirs; workloads without a pair have none
+    assert all(p.workload != "fio" for p in partners.values())
