@@ -5,6 +5,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -545,16 +546,29 @@ def test_the_extra_compute_is_spread_over_the_increments(monkeypatch):
 
 
 def test_an_analysis_without_field_output_takes_the_target_time(tmp_path):
-    """The units found make the proxy's analysis of the tiny bar take 40 ms of CPU here."""
+    """The units found make the proxy's analysis of the tiny bar take 40 ms of CPU here.
+
+    A CPU second is not a fixed amount of work on a VM whose cores are shared (the suite
+    runs beside it): a calibration in a busy moment finds too few units. So up to three
+    tries, each a calibration and three analyses; work that is wrong by design (units off
+    by a factor) misses in every try.
+    """
     config = fe_proxy.settings({**TINY, "compute_per_evaluation": 0.04})
-    found = fe_proxy.calibrate_compute(config, tmp_path, config.compute)
-    assert found["target"] == 0.04 and found["units"] > 0 and found["samples"]
-    assert list(tmp_path.iterdir()) == []  # every calibration analysis removed its folder
-    start_worker({"compute_per_evaluation": 0.04})
-    fe_proxy._WORKER["units"] = found["units"]
     quiet, deck = fe_proxy.without_field_output(config.bar, config.output)
-    took = [fe_proxy.analyse(task(tmp_path / f"e{i}"), quiet, deck) for i in range(3)]
-    assert 0.8 < min(e["cpu_time"] for e in took) / 0.04 < 1.25, took
+    ratios = []
+    for attempt in range(3):
+        root = tmp_path / f"try{attempt}"
+        root.mkdir()
+        found = fe_proxy.calibrate_compute(config, root, config.compute)
+        assert found["target"] == 0.04 and found["units"] > 0 and found["samples"]
+        assert list(root.iterdir()) == []  # every calibration analysis removed its folder
+        start_worker({"compute_per_evaluation": 0.04})
+        fe_proxy._WORKER["units"] = found["units"]
+        took = [fe_proxy.analyse(task(root / f"e{i}"), quiet, deck) for i in range(3)]
+        ratios.append(statistics.median(e["cpu_time"] for e in took) / 0.04)
+        if 0.8 < ratios[-1] < 1.25:
+            return
+    raise AssertionError(f"CPU time / target in three tries: {ratios}")
 
 
 def test_a_job_computes_the_target_and_reports_it(tmp_path):
