@@ -49,6 +49,7 @@ import pandas as pd
 
 from . import intervals
 from .intervals import Interval, Sample
+from .matrix import param_text as _norm
 from .schemas import schema_defaults
 from .syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from .tiers import DEVICE_CLASSES, RAM_CLASSES
@@ -79,17 +80,6 @@ def pairs() -> tuple[Pair, ...]:
 
 
 # ------------------------------------------------------------------ points of a study
-
-
-def _norm(value) -> str:
-    """A parameter as text that treats 1, 1.0 and "1" alike, and a missing value as ""."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return str(int(number)) if number.is_integer() else repr(number)
 
 
 @dataclass

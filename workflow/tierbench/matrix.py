@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -406,8 +407,10 @@ def expand_study(study: dict, tiers: dict, scale: str) -> list[Point]:
     return points
 
 
-def _shape_text(value) -> str:
-    """A shape parameter as text that treats 1, 1.0 and "1" alike."""
+def param_text(value) -> str:
+    """A parameter as text that treats 1, 1.0 and "1" alike, and a missing value as ""."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -422,17 +425,15 @@ def fidelity_partners(points: list[Point]) -> dict[tuple, Point]:
     (:func:`tierbench.intervals.paired`) instead of runs an hour apart on a machine whose
     speed drifts more than the band a proxy must meet.
     """
+    pairs = [w.stands_for for w in registry().values() if w.stands_for]
+    pair_of = {name: pair for pair in pairs for name in (pair.proxy, pair.real)}
     found: dict[tuple, list[Point]] = {}
     for point in points:
-        workload = get(point.workload)
-        pair = workload.stands_for or next(
-            (w.stands_for for w in registry().values()
-             if w.stands_for and w.stands_for.real == point.workload), None,
-        )  # fmt: skip
+        pair = pair_of.get(point.workload)
         if pair is None:
             continue
         params = complete(point.workload, point.params)
-        shape = tuple(_shape_text(params.get(k)) for k in pair.shape)
+        shape = tuple(param_text(params.get(k)) for k in pair.shape)
         found.setdefault((pair.proxy, point.study, point.tier, shape), []).append(point)
     partners = {}
     for (proxy, *_), group in found.items():
