@@ -379,8 +379,10 @@ class Report:
         interval: Interval | None = None,
         decision: str = "",
         note: str = "",
+        explains: str = "",
     ) -> dict:
-        """Adds one line of the table, with numbers and the text a report shows; returns it."""
+        """Adds one line of the table, with numbers and the text a report shows; returns it.
+        ``explains``: what makes the line come out as it does (also in its note)."""
         ratio = interval.estimate if interval else None
         if ratio is None and proxy is not None and real:
             ratio = proxy / real
@@ -403,6 +405,7 @@ class Report:
             "n": n,
             "decision": decision,
             "note": note,
+            "explains": explains,
             "text": {
                 "proxy": _fmt(proxy, unit),
                 "real": _fmt(real, unit),
@@ -413,7 +416,9 @@ class Report:
         self.rows.append(line)
         return line
 
-    def judged(self, section: str, quantity: str, m: Match, *values, note: str = "") -> None:
+    def judged(
+        self, section: str, quantity: str, m: Match, *values, note: str = "", explains: str = ""
+    ) -> None:
         """Adds a line that the verdict rests on (``values``: :meth:`add`'s proxy, real, unit
         and interval), judged; what differs or is undecided is kept for the verdict."""
         what, interval = f"{quantity} {self.where(m)}", values[-1]
@@ -426,7 +431,7 @@ class Report:
             self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
         elif decision == WITHIN_NOISE:
             self.undecided.append(f"{what}: {interval.reason or 'no interval'}")
-        self.add(section, quantity, m, *values, decision, note)
+        self.add(section, quantity, m, *values, decision, note, explains)
 
 
 def output_rows(report: Report, m: Match) -> None:
@@ -515,9 +520,10 @@ def cost_rows(report: Report, m: Match) -> None:
     own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
         medians = (own[0].median, own[1].median)
-        note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})",
-                                       share_of_a_step(m, pair, medians[1])]))  # fmt: skip
-        report.judged("I/O cost", quantity, m, *medians, "s", intervals.ratio(*own), note=note)
+        share = share_of_a_step(m, pair, medians[1])
+        note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})", share]))
+        interval = intervals.ratio(*own)
+        report.judged("I/O cost", quantity, m, *medians, "s", interval, note=note, explains=share)
         return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
@@ -714,8 +720,8 @@ def _where_text(line: dict) -> str:
         return where
     text = line["text"]
     found = text["ratio"] + (f" {text['interval']}" if text["interval"] != "unknown" else "")
-    share = next((n for n in line["note"].split("; ") if n.startswith("a write costs")), "")
-    return f"{where}: proxy / real {found}" + (f" ({share})" if share else "")
+    explains = line.get("explains")
+    return f"{where}: proxy / real {found}" + (f" ({explains})" if explains else "")
 
 
 def _number(value: str) -> float | None:
