@@ -368,6 +368,7 @@ def run_series(c: dict) -> list:
         rows = wall[wall["workload"] == workload]
         # a sweep (proxy_fidelity) has several models per tier: a series for each
         places = sorted(rows.groupby(["cores", "point"]).groups, key=lambda k: (int(k[0]), k[1]))
+        named = several_models(rows)
         for k, (n, point) in enumerate(places):
             at = rows[(rows["cores"] == n) & (rows["point"] == point)].set_index("tier")
             if reference not in at.index:
@@ -378,7 +379,7 @@ def run_series(c: dict) -> list:
             }
             name = workload if several(c) else "optimisation"
             label = f"{name}, {cores_label(int(n))}"
-            if several_models(rows):
+            if named:
                 label += f", {point}"
             color = blues(0.35 + 0.5 * (k + 1) / len(places))
             series.append((label, color, values))

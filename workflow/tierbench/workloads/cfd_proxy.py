@@ -144,7 +144,7 @@ def application_step_time(job: Job) -> tuple[float, dict]:
     if known is not None:
         seconds = known["time_per_step"]
         job.log(f"application timed earlier in this study on this node: {seconds:.4g} s a step")
-        return known["time_per_step"], {**known["record"], "reused": True}
+        return seconds, {**known["record"], "reused": True}
     job.log("timing the application at this shape, without writes, for the compute per step")
     time_per_step, record = time_application(job)
     keep_calibration(job, key, {"time_per_step": time_per_step, "record": record})
