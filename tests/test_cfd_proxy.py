@@ -616,12 +616,14 @@ def test_from_application_times_the_application_at_the_same_shape(tmp_path, monk
     record = run_job(point, cfd_proxy.run)
     metrics = by_name(record)
     assert metrics["compute_target_per_step"]["value"] == 0.004, record["metrics"]
-    (seen,) = asked
-    shape = {k: seen["params"][k] for k in ("ranks", "cells_per_rank", "steps", "warmup_steps")}
-    assert shape == {"ranks": 2, "cells_per_rank": 1500, "steps": 4, "warmup_steps": 1}
-    assert seen["params"]["write_interval"] == "none" and seen["params"]["ensemble"] == 1
+    assert len(asked) == cfd_proxy.APPLICATION_TIMINGS
+    for seen in asked:
+        shape = {k: seen["params"][k] for k in ("ranks", "cells_per_rank", "steps", "warmup_steps")}
+        assert shape == {"ranks": 2, "cells_per_rank": 1500, "steps": 4, "warmup_steps": 1}
+        assert seen["params"]["write_interval"] == "none" and seen["params"]["ensemble"] == 1
+        assert not seen["folder"].exists()
     assert record["extra"]["compute"]["application"]["metrics"] == {"time_per_step": 0.004}
-    assert not seen["folder"].exists() and list(tier.iterdir()) == []
+    assert list(tier.iterdir()) == []
 
 
 @needs_mpi
@@ -1023,6 +1025,27 @@ def test_points_of_a_shape_share_the_applications_time_per_step(tmp_path, monkey
     assert target(study, steps=PARAMS["steps"] + 2)[0] == 0.03
     assert target(str(tmp_path / "b"))[0] == 0.04
     assert target(study, file_handler="collated")[0] == 0.01 and len(timings) == 4
+
+
+def test_the_applications_time_per_step_is_the_median_of_its_timings(tmp_path, monkeypatch):
+    """One timing that falls in a slow minute does not set the proxy's compute for the whole
+    shape: the target is the middle of the application's runs, each in its own folder."""
+    times, folders = iter([0.090, 0.041, 0.046]), []
+
+    def application(job):
+        folders.append(job.folder.path)
+        assert job.params["write_interval"] == "none" and job.folder.path.is_dir()
+        return [metric("time_per_step", next(times), "s"), metric("run_time", 1.0, "s")]
+
+    monkeypatch.setattr(cfd_proxy, "APPLICATION_TIMINGS", 3)
+    monkeypatch.setattr(openfoam, "run", application)
+    with RunFolder(tmp_path, "job") as folder:
+        job = Job(spec={"params": PARAMS}, folder=folder)
+        target, record = cfd_proxy.time_application(job)
+        assert list(folder.path.glob("tierbench-*")) == []  # each timing's folder removed
+    assert target == 0.046 == record["metrics"]["time_per_step"]
+    assert record["timings"] == [0.041, 0.046, 0.090]
+    assert len(set(folders)) == 3
 
 
 def test_points_of_a_study_on_a_node_share_one_calibration(tmp_path, monkeypatch):
