@@ -148,6 +148,30 @@ def test_a_proxy_computing_a_tenth_of_the_application_differs():
     assert ratio["proxy"] > 1.5 * ratio["real"]
 
 
+@pytest.mark.parametrize("target, target_ratio, took", [(1.5, "1.5", "1"), (1.0, "1", "1.5")])
+def test_a_compute_that_differs_says_whether_its_target_or_its_work_was_off(
+    target, target_ratio, took
+):
+    """A proxy 1.5x slower than the application: set to an application timing 1.5x the
+    application's runs here (a slow minute), or set right and computing 1.5x its target."""
+    frame = study(cost_factor=1.03, bytes_factor=0.97, base_time=BASE_TIME * 1.5)
+    proxy = frame[(frame["workload"] == "cfd_proxy") & (frame["metric"] == "time_per_step")]
+    targets = proxy.assign(metric="compute_target_per_step", value=BASE_TIME * target)
+    entry = cfd_verdict(pd.concat([frame, targets], ignore_index=True))
+    compute = [r for r in entry["rows"] if r["section"] == "compute"]
+    assert {r["decision"] for r in compute} == {fidelity.DIFFERS}
+    for line in compute:
+        assert line["explains"] == (
+            f"cfd_proxy's target {BASE_TIME * target * 1e3:.3g} ms, openfoam's runs here "
+            f"{line['text']['real']}: target / real {target_ratio}, "
+            f"and the proxy took {took} of its target"
+        ), line["explains"]
+        assert line["explains"] in line["note"]
+    (shape,) = entry["shapes"]
+    assert any(w.endswith(f"target / real {target_ratio}, and the proxy took {took} of its "
+                          "target)") for w in shape["why"]), shape["why"]  # fmt: skip
+
+
 def test_the_compute_is_judged_once_per_tier_and_baseline():
     entry = cfd_verdict(study(cost_factor=1.03, bytes_factor=0.97))
     compute = [r for r in entry["rows"] if r["section"] == "compute"]

@@ -509,8 +509,28 @@ def compute_rows(report: Report, m: Match) -> None:
     if key in report.compared:  # another write interval with the same baselines
         return
     report.compared.add(key)
-    note = f"sets the share of a step a write is, and so the tier ratio; {p_from} / {r_from}"
-    report.judged("compute", quantity, m, p.median, r.median, "s", intervals.ratio(p, r), note=note)
+    target = compute_target(m, pair, p.median, r.median)
+    note = "; ".join(
+        filter(None, ["sets the share of a step a write is, and so the tier ratio", target])
+    )
+    note, interval = f"{note}; {p_from} / {r_from}", intervals.ratio(p, r)
+    values = (p.median, r.median, "s", interval)
+    report.judged("compute", quantity, m, *values, note=note, explains=target)
+
+
+def compute_target(m: Match, pair: Pair, proxy: float, real: float) -> str:
+    """The proxy's target beside the application's compute here and the proxy's own: which
+    of the two was off when the compute differs. The target is one per shape (the same on
+    the baseline point and those that write)."""
+    point = m.proxy_base if m.proxy_base is not None else m.proxy
+    found = point.sample(pair.compute_target) if pair.compute_target else None
+    if found is None or found.median <= 0 or real <= 0:
+        return ""
+    target = found.median
+    return (
+        f"{pair.proxy}'s target {_fmt(target, 's')}, {pair.real}'s runs here {_fmt(real, 's')}: "
+        f"target / real {target / real:.2g}, and the proxy took {proxy / target:.2g} of its target"
+    )
 
 
 def cost_rows(report: Report, m: Match) -> None:

@@ -77,6 +77,10 @@ class Pair:
     #: time measured within an output run (CFD: its steps without a write; FE: each
     #: evaluation's paired analysis without field output)
     compute: tuple[str, str, str] = ("", "", "")
+    #: the proxy's metric of the compute it was set to (its target): set beside the
+    #: application's measured compute, it tells a target that was off (the application
+    #: timed in a slow minute) from a proxy whose work missed a right target
+    compute_target: str | None = None
     #: the real application's parameters that name a user's own input (calculix's deck): a
     #: point with one runs a model the proxy does not imitate, and is never compared
     own_input: tuple[str, ...] = ()
