@@ -502,6 +502,32 @@ def test_each_shape_of_a_sweep_gets_its_own_verdict():
     assert why == "I/O cost per write on disk: proxy / real 1.995 [1.98, 2.01]"
 
 
+def test_the_report_of_a_sweep_counts_its_shapes_and_leaves_their_lines_to_the_table(tmp_path):
+    """A sweep's reasons, joined, made a paragraph of fifteen lines above the shape table
+    that says the same one to a row; the paragraph now counts the shapes' verdicts."""
+    from conftest import study_for_report
+    from tierbench import report
+
+    study_dir = tmp_path / "m" / "s"
+    frame = pd.DataFrame(
+        [{"study": "s", "experiment": "e", "workload": "fio", "tier": t, "tier_class": t,
+          "point": "p", "host": "h", "metric": "write_bandwidth", "unit": "MB/s",
+          "value": v, "repetition": r, "phase": "measured", "status": "ok", "reason": "",
+          "started_at": "t", "duration_s": 1}
+         for t, base in (("disk", 100), ("shm", 300)) for r, v in enumerate([base, base + 1], 1)]
+    )  # fmt: skip
+    study_for_report(study_dir, frame, TIERS)
+    found = fidelity.fidelity(sweep({1000: 1.02, 10000: 2.0, 100000: 2.0}), [])
+    (study_dir / "fidelity.json").write_text(json.dumps(found))
+    html = report.render(tmp_path / "m", ["s"], {"s": "A study"})
+    section = html[html.index("Does the proxy behave") :]
+    summary = section[section.index("<p><span") : section.index("</p>", section.index("<p><span"))]
+    assert "of 3 shapes, 1 faithful, 2 differ, 0 within noise" in summary, summary
+    assert "I/O cost per write on disk" not in summary
+    table = section[section.index('<table class="fidelity shapes">') :]
+    assert table.count("I/O cost per write on disk: proxy / real") == 2
+
+
 def test_a_cost_taken_within_each_run_says_what_share_of_a_step_a_write_is():
     """Why a write's cost stays undecided: a few per cent of a step hide in its spread. Said
     only of a cost taken within each run; one taken between runs is mostly their drift."""
