@@ -626,6 +626,37 @@ def test_from_application_times_the_application_at_the_same_shape(tmp_path, monk
     assert list(tier.iterdir()) == []
 
 
+def partner_record(path, write_interval, **values) -> str:
+    """An application's raw record as the pipeline writes it, for a proxy's partner."""
+    metrics = [metric(name, value, "s") for name, value in values.items()]
+    record = {"spec": {"params": {"write_interval": write_interval}}, "metrics": metrics,
+              "started_at": "2026-11-27T18:00:00+00:00"}  # fmt: skip
+    path.write_text(json.dumps(record))
+    return str(path)
+
+
+@needs_mpi
+def test_a_proxy_after_its_application_computes_what_that_run_did(tmp_path, monkeypatch):
+    """The target is the application's step without writes in the run just before: the
+    steps that did not write of a run that wrote, or a baseline's steps; no application
+    is timed. Without a partner, or one that measured none, the shape's timing is used."""
+    point, asked, tier = application_job(tmp_path, monkeypatch, steps=4, write_interval=2)
+    wrote = partner_record(
+        tmp_path / "w.json", 10, time_per_step=0.009, time_per_step_nowrite=0.006
+    )
+    record = run_job({**point, "partner_record": wrote}, cfd_proxy.run)
+    assert by_name(record)["compute_target_per_step"]["value"] == 0.006 and asked == []
+    assert record["extra"]["compute"]["application"]["metric"] == "time_per_step_nowrite"
+    baseline = partner_record(tmp_path / "b.json", "none", time_per_step=0.005)
+    job = Job(spec={"params": point["params"], "partner_record": baseline}, folder=None)
+    assert cfd_proxy.partner_step_time(job)[0] == 0.005
+    for missing in (partner_record(tmp_path / "x.json", 10, time_per_step=0.009), "/nonexistent"):
+        job = Job(spec={"params": point["params"], "partner_record": missing}, folder=None)
+        assert cfd_proxy.partner_step_time(job) is None
+    record = run_job({**point, "partner_record": "/nonexistent"}, cfd_proxy.run)
+    assert by_name(record)["compute_target_per_step"]["value"] == 0.004 and asked
+
+
 @needs_mpi
 def test_a_traced_job_does_not_calibrate(tmp_path, monkeypatch):
     """Its times are never used, and the application's run would add its calls."""

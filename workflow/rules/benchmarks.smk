@@ -28,5 +28,6 @@ for workload in WORKLOADS.values():
         params:
             point=job_point(workload.name),
             launcher=launcher_option(workload),
+            partner=partner_option(workload),
         shell:
             RUN_POINT

@@ -613,7 +613,7 @@ def benchmark_resources(workload):
 #: benchmarks.smk would be the last workload's in every job.
 RUN_POINT = (
     "python -m tierbench.runner --plan {input.plan} --point {params.point:q}"
-    " --rep {wildcards.rep}{params.launcher} --out {output} 2> {log}"
+    " --rep {wildcards.rep}{params.launcher}{params.partner} --out {output} 2> {log}"
 )
 
 
@@ -625,6 +625,21 @@ def launcher_option(workload):
     @per_job
     def option(wildcards):
         return f" --launcher {shlex.quote(mpi_launcher())}"
+
+    return option
+
+
+def partner_option(workload):
+    """Param `partner`: ` --partner <its application's record>` for a proxy's repetition
+    that runs after its partner (partner_run), else empty: a proxy set to the application's
+    compute takes it from the run just before its own."""
+    if not workload.stands_for:
+        return ""
+
+    @per_job
+    def option(wildcards):
+        partner = partner_run(wildcards, workload.name)
+        return f" --partner {shlex.quote(partner)}" if partner else ""
 
     return option
 

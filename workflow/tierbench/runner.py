@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--point", help="workload/experiment/tier/point, a key of the plan")
     parser.add_argument("--rep", type=int, default=1, help="repetition (0 is the warm-up)")
     parser.add_argument("--launcher", help="MPI launcher of an MPI workload (mpiexec, srun ...)")
+    parser.add_argument(
+        "--partner", help="a proxy's: its application's record of the run just before its own"
+    )
     parser.add_argument("--out", required=True, help="raw JSON record to write")
     args = parser.parse_args(argv)
     if args.plan and not args.point:
@@ -128,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(str(error)) from None
     if args.launcher:
         spec["launcher"] = args.launcher
+    if args.partner:
+        spec["partner_record"] = args.partner
     out = Path(args.out)
     # beside the record, so on the file system the cluster's nodes share for the workflow
     spec["control_dir"] = str(out.with_name(f".{out.stem}.control"))

@@ -154,6 +154,36 @@ def application_step_time(job: Job) -> tuple[float, dict]:
     return time_per_step, record
 
 
+def partner_step_time(job: Job) -> tuple[float, dict] | None:
+    """The application's time per step without writes in the run just before this one (the
+    partner the pipeline gives a proxy's repetition), and its record; None: no partner, or
+    it measured none.
+
+    Where a slow spell of a shared machine lasts minutes, a timing kept from the shape's
+    first job sets every later job's compute from that spell (target / real 1.3-1.6 in one
+    sweep here); the run just before is the application at this job's moment.
+    """
+    path = job.spec.get("partner_record")
+    if not path:
+        return None
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        job.log(f"the application's run before this one cannot be read ({error})")
+        return None
+    wrote = record["spec"]["params"].get("write_interval") not in (None, "none")
+    name = "time_per_step_nowrite" if wrote else "time_per_step"
+    values = {m["metric"]: m["value"] for m in record["metrics"] if m.get("status") == "ok"}
+    if not values.get(name):
+        return None
+    job.log(f"the application's run just before: {values[name]:.4g} s a step without writes")
+    return values[name], {
+        "partner": str(path),
+        "metric": name,
+        "started_at": record.get("started_at"),
+    }
+
+
 def time_application(job: Job) -> tuple[float, dict]:
     """The openfoam workload at the point's shape without writes, run ``APPLICATION_TIMINGS``
     times back to back, each in a run folder of its own inside the job's, then removed: the
@@ -664,7 +694,8 @@ def run(job: Job) -> list[dict]:
     target = compute_target(p)
     traced = bool(job.spec.get("count_syscalls"))
     if target is None and not traced:
-        target, note["application"] = application_step_time(job)
+        found = partner_step_time(job)
+        target, note["application"] = found or application_step_time(job)
     config = writer_config(p, target)
     if traced:  # its times are never used, and the sweeps make no system call
         job.log("traced: the compute is not calibrated (a traced run's times are not used)")
