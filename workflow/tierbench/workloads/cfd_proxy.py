@@ -19,8 +19,10 @@ How much a step computes is the application's time per step at that shape,
 not a count of the proxy's own work: ``compute_per_cell_step`` seconds per
 cell and step (by default simpleFoam's, as measured on the machine the schema
 names) times ``cells_per_rank``, or with ``from_application`` the time per
-step of the openfoam workload at the same shape without writes, the median of
-three runs by the study's first job of the shape (:func:`application_step_time`).
+step of the openfoam workload at the same shape without writes: the run just
+before this one where the pipeline gives one (:func:`partner_step_time`), else
+the median of three runs by the study's first job of the shape
+(:func:`application_step_time`).
 The ranks turn that target into Jacobi sweeps on the node
 (:mod:`tierbench.cfd_writer`); an ensemble's members get the sweeps a launch
 of one member's shape found alone first, so a member computes what one
