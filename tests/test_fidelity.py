@@ -451,9 +451,8 @@ def test_points_without_a_baseline_are_shown_and_the_others_decide():
     assert "no compared point has a no-output baseline" in only["reasons"][0]
 
 
-def test_the_report_groups_the_table_by_tier_and_shape_with_a_readable_badge(tmp_path):
-    """Each tier and shape heads its rows once (no repeated shape column), a verdict of
-    two words gets its colour, and an interval cell is numbers, never a sentence."""
+def fidelity_section(tmp_path, found: dict) -> str:
+    """The report's fidelity section, from its heading on, for a study with ``found``."""
     from conftest import study_for_report
     from tierbench import report
 
@@ -466,10 +465,16 @@ def test_the_report_groups_the_table_by_tier_and_shape_with_a_readable_badge(tmp
          for t, base in (("disk", 100), ("shm", 300)) for r, v in enumerate([base, base + 1], 1)]
     )  # fmt: skip
     study_for_report(study_dir, frame, TIERS)
-    noisy = fidelity.fidelity(study(cost_factor=1.03, noise=0.15, seed=3), [])
-    (study_dir / "fidelity.json").write_text(json.dumps(noisy))
+    (study_dir / "fidelity.json").write_text(json.dumps(found))
     html = report.render(tmp_path / "m", ["s"], {"s": "A study"})
-    section = html[html.index("Does the proxy behave") :]
+    return html[html.index("Does the proxy behave") :]
+
+
+def test_the_report_groups_the_table_by_tier_and_shape_with_a_readable_badge(tmp_path):
+    """Each tier and shape heads its rows once (no repeated shape column), a verdict of
+    two words gets its colour, and an interval cell is numbers, never a sentence."""
+    noisy = fidelity.fidelity(study(cost_factor=1.03, noise=0.15, seed=3), [])
+    section = fidelity_section(tmp_path, noisy)
     section = section[: section.index("</table>")]
     assert '<span class="badge within_noise">within noise</span>' in section
     headers = section.count('<tr class="group">')
@@ -505,22 +510,8 @@ def test_each_shape_of_a_sweep_gets_its_own_verdict():
 def test_the_report_of_a_sweep_counts_its_shapes_and_leaves_their_lines_to_the_table(tmp_path):
     """A sweep's reasons, joined, made a paragraph of fifteen lines above the shape table
     that says the same one to a row; the paragraph now counts the shapes' verdicts."""
-    from conftest import study_for_report
-    from tierbench import report
-
-    study_dir = tmp_path / "m" / "s"
-    frame = pd.DataFrame(
-        [{"study": "s", "experiment": "e", "workload": "fio", "tier": t, "tier_class": t,
-          "point": "p", "host": "h", "metric": "write_bandwidth", "unit": "MB/s",
-          "value": v, "repetition": r, "phase": "measured", "status": "ok", "reason": "",
-          "started_at": "t", "duration_s": 1}
-         for t, base in (("disk", 100), ("shm", 300)) for r, v in enumerate([base, base + 1], 1)]
-    )  # fmt: skip
-    study_for_report(study_dir, frame, TIERS)
     found = fidelity.fidelity(sweep({1000: 1.02, 10000: 2.0, 100000: 2.0}), [])
-    (study_dir / "fidelity.json").write_text(json.dumps(found))
-    html = report.render(tmp_path / "m", ["s"], {"s": "A study"})
-    section = html[html.index("Does the proxy behave") :]
+    section = fidelity_section(tmp_path, found)
     summary = section[section.index("<p><span") : section.index("</p>", section.index("<p><span"))]
     assert "of 3 shapes, 1 faithful, 2 differ, 0 within noise" in summary, summary
     assert "I/O cost per write on disk" not in summary
