@@ -510,18 +510,16 @@ def compute_rows(report: Report, m: Match) -> None:
         return
     report.compared.add(key)
     target = compute_target(m, pair, p.median, r.median)
-    note = "; ".join(
-        filter(None, ["sets the share of a step a write is, and so the tier ratio", target])
-    )
-    note, interval = f"{note}; {p_from} / {r_from}", intervals.ratio(p, r)
-    values = (p.median, r.median, "s", interval)
+    why = "sets the share of a step a write is, and so the tier ratio"
+    note = "; ".join(filter(None, [why, target, f"{p_from} / {r_from}"]))
+    values = (p.median, r.median, "s", intervals.ratio(p, r))
     report.judged("compute", quantity, m, *values, note=note, explains=target)
 
 
 def compute_target(m: Match, pair: Pair, proxy: float, real: float) -> str:
     """The proxy's target beside the application's compute here and the proxy's own: which
-    of the two was off when the compute differs. The target is one per shape (the same on
-    the baseline point and those that write)."""
+    of the two was off when the compute differs. Taken on the point the compute is (its
+    no-write baseline, else itself): a target from the run just before is each job's own."""
     point = m.proxy_base if m.proxy_base is not None else m.proxy
     found = point.sample(pair.compute_target) if pair.compute_target else None
     if found is None or found.median <= 0 or real <= 0:

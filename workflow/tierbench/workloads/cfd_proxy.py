@@ -469,9 +469,11 @@ def keep_calibration(job: Job, key: str, found: dict) -> None:
 def calibration_for(job: Job, launcher: str, config: dict, p: dict) -> dict:
     """The sweeps per step of the point's target: the study's on this node, else found now.
 
-    Every point of a study on one node does the same work per step, so the
-    difference between a point that writes and one that does not is the
-    writes, not two calibrations' noise; the first point of a shape finds it.
+    Every point of a study on one node with the same target does the same work
+    per step, so the difference between a point that writes and one that does
+    not is the writes, not two calibrations' noise; the first point of a shape
+    finds it. A target taken from the run just before (:func:`partner_step_time`)
+    is its job's own, and is found anew.
     """
     key = calibration_key(config, p)
     known = known_calibration(job, key)
