@@ -639,14 +639,19 @@ def partner_record(path, write_interval, **values) -> str:
 def test_a_proxy_after_its_application_computes_what_that_run_did(tmp_path, monkeypatch):
     """The target is the application's step without writes in the run just before: the
     steps that did not write of a run that wrote, or a baseline's steps; no application
-    is timed. Without a partner, or one that measured none, the shape's timing is used."""
+    is timed, and the sweeps found for that target are not kept for later points. Without a
+    partner, or one that measured none, the shape's timing and calibration are kept."""
     point, asked, tier = application_job(tmp_path, monkeypatch, steps=4, write_interval=2)
+    study = tmp_path / "study"
+    point = {**point, "study_dir": str(study)}
     wrote = partner_record(
         tmp_path / "w.json", 10, time_per_step=0.009, time_per_step_nowrite=0.006
     )
     record = run_job({**point, "partner_record": wrote}, cfd_proxy.run)
     assert by_name(record)["compute_target_per_step"]["value"] == 0.006 and asked == []
     assert record["extra"]["compute"]["application"]["metric"] == "time_per_step_nowrite"
+    assert "reused" not in record["extra"]["compute"]["calibration"]
+    assert not (study / "calibration").exists()
     baseline = partner_record(tmp_path / "b.json", "none", time_per_step=0.005)
     job = Job(spec={"params": point["params"], "partner_record": baseline}, folder=None)
     assert cfd_proxy.partner_step_time(job)[0] == 0.005
@@ -655,6 +660,9 @@ def test_a_proxy_after_its_application_computes_what_that_run_did(tmp_path, monk
         assert cfd_proxy.partner_step_time(job) is None
     record = run_job({**point, "partner_record": "/nonexistent"}, cfd_proxy.run)
     assert by_name(record)["compute_target_per_step"]["value"] == 0.004 and asked
+    (kept,) = (study / "calibration").iterdir()
+    keys = json.loads(kept.read_text())
+    assert sorted(k.startswith("application") for k in keys) == [False, True], keys
 
 
 @needs_mpi
