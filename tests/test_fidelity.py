@@ -541,6 +541,56 @@ def test_a_cost_taken_within_each_run_says_what_share_of_a_step_a_write_is():
     assert float(share.group(1)) == pytest.approx(10, abs=0.1), cost["note"]
 
 
+def costed_sweep(proxy: tuple[float, float], real=(0.002, 0.001)) -> pd.DataFrame:
+    """Cells per rank over two decades, 200 B a cell, each workload's cost per write (within
+    each run) a fixed part plus a part per MB: (s, s per MB)."""
+    rows = []
+    for cells in (1000, 10000, 100000):
+        per_write = 200 * cells * RANKS
+        for workload, (fixed, per_mb) in (("openfoam", real), ("cfd_proxy", proxy)):
+            made = cfd_rows(workload, f"{workload}_{cells}", files=FILES["openfoam"], cells=cells)
+            for r in made:
+                if r["metric"] == "bytes_written" and r["write_interval"] == 1:
+                    r["value"] = per_write * STEPS
+            cost = fixed + per_mb * per_write / 1e6
+            rows += made + [
+                {**r, "metric": "write_cost", "value": cost * (1 + 0.01 * (r["repetition"] - 3))}
+                for r in made
+                if r["metric"] == "time_per_step" and r["write_interval"] == 1
+            ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    "proxy, off, fixed, per_mb",
+    [((0.004, 0.001), "fixed part", 2.0, 1.0), ((0.002, 0.0015), "part per MB", 1.0, 1.5)],
+)
+def test_a_cost_per_write_that_differs_over_sizes_says_which_part_is_off(proxy, off, fixed, per_mb):
+    """A proxy whose files cost twice the application's differs most at few cells per rank;
+    one whose bytes cost 1.5x, at many. Fitted over the sizes, the two parts tell which."""
+    entry = cfd_verdict(costed_sweep(proxy))
+    fitted = [r for r in entry["rows"] if r["shape"].startswith("fitted over cells_per_rank")]
+    assert {(r["tier"], r["quantity"]) for r in fitted} == {
+        (tier, quantity)
+        for tier in TIERS
+        for quantity in ("I/O cost per write: its fixed part", "I/O cost per MB written")
+    }
+    for r in fitted:
+        expected = fixed if "fixed" in r["quantity"] else per_mb
+        assert r["ratio"] == pytest.approx(expected, rel=0.01) and not r["decision"], r
+        assert r["low"] <= r["ratio"] <= r["high"] and r["params"] == {}
+    (disk,) = [r for r in fitted if r["tier"] == "disk" and "fixed" in r["quantity"]]
+    assert disk["proxy"] == pytest.approx(proxy[0], rel=0.01), disk
+    assert disk["real"] == pytest.approx(0.002, rel=0.01), disk
+    assert len(entry["shapes"]) == 3  # the fitted lines are no shape of their own
+    differs = [s for s in entry["shapes"] if s["verdict"] == fidelity.DIFFERS]
+    assert differs
+    for shape in differs:
+        (why,) = [w for w in shape["why"] if w.startswith("I/O cost per write on disk")]
+        told = re.search(rf"{off} proxy / real ([0-9.]+)", why)
+        assert told and float(told.group(1)) == pytest.approx(max(fixed, per_mb), rel=0.01), why
+
+
 def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not():
     entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
     shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,

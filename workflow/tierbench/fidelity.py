@@ -19,7 +19,10 @@ parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
   untraced experiments: a traced run's times mean nothing); for FE, per
   increment, since each solver takes its own number of increments, and
   without field output (``frd_every: 0``) as neither runs with none at all;
-- the tier ratio each sees: the headline time on a device tier / a RAM tier.
+- the tier ratio each sees: the headline time on a device tier / a RAM tier;
+- over shapes that differ only in size (cells per rank, elements), the I/O
+  cost per write split into a fixed part and a part per MB, proxy beside real
+  (shown, not judged): which of the two a cost line that is off is off by.
 
 The verdict: *faithful* when files and folders per write match and the 95%
 bootstrap interval (:mod:`tierbench.intervals`) of the proxy/real ratio of
@@ -321,6 +324,7 @@ def decide(interval: Interval) -> str:
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
+    value = float(f"{value:.3g}")  # 0.9996 ms is shown as 1 ms, not 1e+03 us
     for size, name in MULTIPLES.get(unit, ()):
         if abs(value) >= size:
             return f"{value / size:.3g} {name}"
@@ -577,6 +581,112 @@ def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
     return f"a write costs {pair.real} {share:.3g} % of its step without writes"
 
 
+def bytes_per_write_unit(point: Point, pair: Pair) -> float | None:
+    """Bytes of one write (FE: of one increment's output), the median of the runs."""
+    total = per_unit(point, pair, "bytes_written")
+    if total is None or not pair.increments:
+        return total
+    increments = point.median(pair.increments)
+    return total / increments if increments else None
+
+
+def _line_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares a + b x of each row of ``y`` (one column per x): (a, b) per row."""
+    dx = x - x.mean()
+    slope = (y - y.mean(axis=1, keepdims=True)) @ dx / (dx @ dx)
+    return y.mean(axis=1) - slope * x.mean(), slope
+
+
+def _fitted_ratio(x_proxy, x_real, part: int):
+    """What :func:`intervals.of_medians` takes: from the medians of k proxy costs then k real
+    costs, proxy / real of the fitted part (0: per write, 1: per byte); inf where the
+    application's part is not positive, so that no ratio is made of it."""
+
+    def function(medians: np.ndarray) -> np.ndarray:
+        k = len(x_proxy)
+        proxy = _line_fit(x_proxy, medians[:, :k])[part]
+        real = _line_fit(x_real, medians[:, k:])[part]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((real > 0) & (proxy > 0), proxy / real, np.inf)
+
+    return function
+
+
+@dataclass
+class Sized:
+    """A compared point's cost per write, proxy and real, beside the bytes each wrote then."""
+
+    match: Match
+    proxy_cost: Sample
+    real_cost: Sample
+    proxy_bytes: float
+    real_bytes: float
+
+
+def cost_model_rows(report: Report, timed: list[Match]) -> None:
+    """The I/O cost per write as a part every write pays (its files, folders and calls) and a
+    part per byte (formatting, bandwidth), fitted over the shapes that differ only in their
+    size (:attr:`Pair.size`), proxy beside real, per tier. Where a cost per write is not
+    faithful, its line then says which of the two parts is off, and so at which sizes the
+    proxy will be further off. Shown, not judged: it is fitted to the judged lines."""
+    pair = report.pair
+    if not pair.cost_metric or not pair.size:
+        return
+    series: dict[tuple, list[Sized]] = {}
+    for m in timed:
+        costs = [x.sample(pair.cost_metric) for x in (m.proxy, m.real)]
+        sizes = [bytes_per_write_unit(x, pair) for x in (m.proxy, m.real)]
+        if None in costs + sizes:
+            continue
+        rest = tuple(m.proxy.param(k) for k in report.keys if k not in pair.size)
+        series.setdefault((m.tier, rest), []).append(Sized(m, *costs, *sizes))
+    for found in series.values():
+        if len({f.proxy_bytes for f in found}) >= 2:
+            explain_by_parts(report, sorted(found, key=lambda f: f.proxy_bytes))
+
+
+def explain_by_parts(report: Report, found: list[Sized]) -> None:
+    """The two fitted parts of one series as lines of the table, and each of the series' cost
+    lines that is not faithful told which part is off."""
+    pair, unit, k = report.pair, report.pair.write_unit, len(found)
+    samples = [f.proxy_cost for f in found] + [f.real_cost for f in found]
+    x_proxy = np.array([f.proxy_bytes for f in found])
+    x_real = np.array([f.real_bytes for f in found])
+    medians = np.array([[s.median for s in samples]])
+    sizes = [" ".join(f.match.proxy.param(key) for key in pair.size) for f in found]
+    over = f"fitted over {', '.join(pair.size)} {', '.join(sizes)}"
+    model = (
+        f"cost per {unit} = its fixed part (what every {unit} pays whatever its bytes: its "
+        f"files, folders and calls) + its part per MB x MB written; shown, not judged"
+    )
+    parts = []
+    for part, (name, scale, what) in enumerate(
+        [(f"I/O cost per {unit}: its fixed part", 1.0, "fixed part"),
+         ("I/O cost per MB written", 1e6, "part per MB")]
+    ):  # fmt: skip
+        proxy = _line_fit(x_proxy, medians[:, :k])[part][0] * scale
+        real = _line_fit(x_real, medians[:, k:])[part][0] * scale
+        both = proxy > 0 and real > 0
+        interval = intervals.of_medians(samples, _fitted_ratio(x_proxy, x_real, part))
+        line = report.add(
+            "I/O cost", name, found[0].match, proxy, real, "s", interval if both else None
+        )
+        line["shape"], line["params"], line["note"] = over, {}, f"{over}: {model}"
+        if not both:
+            line["ratio"], line["text"]["ratio"] = None, "n/a"
+            parts.append(f"{what} not above zero for both")
+        else:
+            parts.append(f"{what} proxy / real {line['text']['ratio']} {_interval_text(interval)}")
+    explains = f"{over}: " + ", ".join(parts)
+    for f in found:
+        shape = {key: f.match.proxy.param(key) for key in report.keys}
+        for line in report.rows:
+            judged = line["decision"] and line["decision"] != "agrees"
+            if judged and line["quantity"] == f"I/O cost per {unit}" and line["params"] == shape:
+                if line["tier"] == f.match.tier:
+                    line["explains"] = "; ".join(filter(None, [line["explains"], explains]))
+
+
 def _per_write(point: Point, pair: Pair) -> float | None:
     """What turns a difference of the time metric into a cost per write: CFD's time per
     step x steps between writes; FE's time per evaluation / its increments (None: unknown)."""
@@ -807,6 +917,7 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
         output_rows(report, m)
         compute_rows(report, m)
         cost_rows(report, m)
+    cost_model_rows(report, timed)
     counting = syscall_rows(report, traced, not_counted)
     tier_rows(report, timed)
     if not timed:

@@ -81,6 +81,10 @@ class Pair:
     #: application's measured compute, it tells a target that was off (the application
     #: timed in a slow minute) from a proxy whose work missed a right target
     compute_target: str | None = None
+    #: the shape parameters that set how many bytes a write puts out (CFD: cells per rank;
+    #: FE: elements): over shapes that differ in these alone the I/O cost per write is
+    #: split into a part every write pays and a part per byte, proxy beside real
+    size: tuple[str, ...] = ()
     #: the real application's parameters that name a user's own input (calculix's deck): a
     #: point with one runs a model the proxy does not imitate, and is never compared
     own_input: tuple[str, ...] = ()

@@ -785,6 +785,7 @@ WORKLOAD = Workload(
         cost_metric="write_cost",
         compute=("time per step without writes", "time_per_step", "time_per_step_nowrite"),
         compute_target="compute_target_per_step",
+        size=("cells_per_rank",),
         own_input=("case",),
     ),
     run=run,

@@ -884,6 +884,7 @@ WORKLOAD = Workload(
             "evaluation time without field output", "eval_time_median",
             "eval_time_baseline_median",
         ),
+        size=("elements",),
         own_input=("deck",),
     ),
     run=run,
