@@ -587,8 +587,9 @@ def test_a_cost_per_write_that_differs_over_sizes_says_which_part_is_off(proxy, 
     assert differs
     for shape in differs:
         (why,) = [w for w in shape["why"] if w.startswith("I/O cost per write on disk")]
-        told = re.search(rf"{off} proxy / real ([0-9.]+)", why)
+        told = re.search(rf"{off} proxy / real ([0-9.]+) \[[0-9., ]+\]: differs", why)
         assert told and float(told.group(1)) == pytest.approx(max(fixed, per_mb), rel=0.01), why
+        assert re.search(r"proxy / real 1.000 \[[0-9., ]+\]: agrees", why), why
 
 
 def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not():

@@ -676,7 +676,8 @@ def explain_by_parts(report: Report, found: list[Sized]) -> None:
             line["ratio"], line["text"]["ratio"] = None, "n/a"
             parts.append(f"{what} not above zero for both")
         else:
-            parts.append(f"{what} proxy / real {line['text']['ratio']} {_interval_text(interval)}")
+            ratio = f"{line['text']['ratio']} {_interval_text(interval)}"
+            parts.append(f"{what} proxy / real {ratio}: {decide(interval)}")
     explains = f"{over}: " + ", ".join(parts)
     for f in found:
         shape = {key: f.match.proxy.param(key) for key in report.keys}
