@@ -592,6 +592,20 @@ def test_a_cost_per_write_that_differs_over_sizes_says_which_part_is_off(proxy, 
         assert re.search(r"proxy / real 1.000 \[[0-9., ]+\]: agrees", why), why
 
 
+def test_a_fit_that_cannot_tell_its_parts_apart_explains_nothing():
+    """Costs of a few per cent of a step scatter more than two parts can be fitted to: the
+    fitted lines are shown, and no cost line is told that either part is off."""
+    frame = costed_sweep((0.004, 0.001))
+    noisy = frame["metric"] == "write_cost"
+    scatter = np.random.default_rng(3).uniform(0.2, 3.0, noisy.sum())
+    frame.loc[noisy, "value"] = frame.loc[noisy, "value"] * scatter
+    entry = cfd_verdict(frame)
+    fitted = [r for r in entry["rows"] if r["shape"].startswith("fitted over")]
+    assert len(fitted) == 4 and not any(r["decision"] for r in fitted)
+    cost_lines = [r for r in entry["rows"] if r["quantity"] == "I/O cost per write"]
+    assert cost_lines and not any("fitted over" in r["explains"] for r in cost_lines)
+
+
 def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not():
     entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
     shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,

@@ -647,7 +647,7 @@ def cost_model_rows(report: Report, timed: list[Match]) -> None:
 
 def explain_by_parts(report: Report, found: list[Sized]) -> None:
     """The two fitted parts of one series as lines of the table, and each of the series' cost
-    lines that is not faithful told which part is off."""
+    lines that is not faithful told which part is off, where the fit can tell either part."""
     pair, unit, k = report.pair, report.pair.write_unit, len(found)
     samples = [f.proxy_cost for f in found] + [f.real_cost for f in found]
     x_proxy = np.array([f.proxy_bytes for f in found])
@@ -659,7 +659,7 @@ def explain_by_parts(report: Report, found: list[Sized]) -> None:
         f"cost per {unit} = its fixed part (what every {unit} pays whatever its bytes: its "
         f"files, folders and calls) + its part per MB x MB written; shown, not judged"
     )
-    parts = []
+    parts, decided = [], False
     for part, (name, scale, what) in enumerate(
         [(f"I/O cost per {unit}: its fixed part", 1.0, "fixed part"),
          ("I/O cost per MB written", 1e6, "part per MB")]
@@ -678,6 +678,9 @@ def explain_by_parts(report: Report, found: list[Sized]) -> None:
         else:
             ratio = f"{line['text']['ratio']} {_interval_text(interval)}"
             parts.append(f"{what} proxy / real {ratio}: {decide(interval)}")
+            decided = decided or decide(interval) != WITHIN_NOISE
+    if not decided:  # the fit cannot tell which part is off: its lines say so, no cost line
+        return
     explains = f"{over}: " + ", ".join(parts)
     for f in found:
         shape = {key: f.match.proxy.param(key) for key in report.keys}
