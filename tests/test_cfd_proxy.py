@@ -639,8 +639,9 @@ def partner_record(path, write_interval, **values) -> str:
 def test_a_proxy_after_its_application_computes_what_that_run_did(tmp_path, monkeypatch):
     """The target is the application's step without writes in the run just before: the
     steps that did not write of a run that wrote, or a baseline's steps; no application
-    is timed, and the sweeps found for that target are not kept for later points. Without a
-    partner, or one that measured none, the shape's timing and calibration are kept."""
+    is timed, and the sweeps found for that target are not kept for later points. After a
+    partner that wrote at every step the application is timed right then, and not kept.
+    Without a readable partner, the shape's timing and calibration are kept."""
     point, asked, tier = application_job(tmp_path, monkeypatch, steps=4, write_interval=2)
     study = tmp_path / "study"
     point = {**point, "study_dir": str(study)}
@@ -655,9 +656,14 @@ def test_a_proxy_after_its_application_computes_what_that_run_did(tmp_path, monk
     baseline = partner_record(tmp_path / "b.json", "none", time_per_step=0.005)
     job = Job(spec={"params": point["params"], "partner_record": baseline}, folder=None)
     assert cfd_proxy.partner_step_time(job)[0] == 0.005
-    for missing in (partner_record(tmp_path / "x.json", 10, time_per_step=0.009), "/nonexistent"):
-        job = Job(spec={"params": point["params"], "partner_record": missing}, folder=None)
-        assert cfd_proxy.partner_step_time(job) is None
+    every_step = partner_record(tmp_path / "e.json", 1, time_per_step=0.009)
+    record = run_job({**point, "partner_record": every_step}, cfd_proxy.run)
+    assert by_name(record)["compute_target_per_step"]["value"] == 0.004
+    assert len(asked) == cfd_proxy.APPLICATION_TIMINGS
+    assert record["extra"]["compute"]["application"]["after_partner"] == every_step
+    assert not (study / "calibration").exists()
+    job = Job(spec={"params": point["params"], "partner_record": "/nonexistent"}, folder=None)
+    assert cfd_proxy.partner_step_time(job) is None
     record = run_job({**point, "partner_record": "/nonexistent"}, cfd_proxy.run)
     assert by_name(record)["compute_target_per_step"]["value"] == 0.004 and asked
     (kept,) = (study / "calibration").iterdir()

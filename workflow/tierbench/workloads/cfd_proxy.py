@@ -159,7 +159,8 @@ def application_step_time(job: Job) -> tuple[float, dict]:
 def partner_step_time(job: Job) -> tuple[float, dict] | None:
     """The application's time per step without writes in the run just before this one (the
     partner the pipeline gives a proxy's repetition), and its record; None: no partner, or
-    it measured none.
+    its record cannot be read. A partner that wrote at every step has no step without
+    writes: the application is then timed now, right after it.
 
     Where a slow spell of a shared machine lasts minutes, a timing kept from the shape's
     first job sets every later job's compute from that spell (target / real 1.3-1.6 in one
@@ -177,7 +178,9 @@ def partner_step_time(job: Job) -> tuple[float, dict] | None:
     name = "time_per_step_nowrite" if wrote else "time_per_step"
     values = {m["metric"]: m["value"] for m in record["metrics"] if m.get("status") == "ok"}
     if not values.get(name):
-        return None
+        job.log("the application's run just before has no steps without writes: timing it now")
+        seconds, timed = time_application(job)
+        return seconds, {**timed, "after_partner": str(path)}
     job.log(f"the application's run just before: {values[name]:.4g} s a step without writes")
     return values[name], {
         "partner": str(path),
