@@ -606,6 +606,23 @@ def test_a_fit_that_cannot_tell_its_parts_apart_explains_nothing():
     assert cost_lines and not any("fitted over" in r["explains"] for r in cost_lines)
 
 
+def test_a_cost_that_came_out_below_zero_makes_no_ratio():
+    """Steps with writes faster than those without: the write is below the noise. A ratio of
+    that (-8.4 in one sweep) reads as a finding; the line says what happened instead."""
+    rows = cfd_rows("openfoam", "real", files=FILES["openfoam"], seed=1)
+    rows += cfd_rows("cfd_proxy", "proxy", files=FILES["openfoam"])
+    for r in [r for r in rows if r["metric"] == "time_per_step" and r["write_interval"] == 1]:
+        below = r["workload"] == "openfoam" and r["tier"] == "disk"
+        cost = -0.0003 if below else REAL_COST[r["tier"]]
+        rows.append({**r, "metric": "write_cost", "value": cost * (0.97 + 0.01 * r["repetition"])})
+    entry = cfd_verdict(pd.DataFrame(rows))
+    (line,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per write"
+               and r["tier"] == "disk"]  # fmt: skip
+    assert line["ratio"] is None and line["text"]["ratio"] == "n/a", line
+    (shape,) = entry["shapes"]
+    assert "I/O cost per write on disk: a median is zero or negative" in shape["why"], shape
+
+
 def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not():
     entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
     shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,

@@ -388,10 +388,11 @@ class Report:
         """Adds one line of the table, with numbers and the text a report shows; returns it.
         ``explains``: what makes the line come out as it does (also in its note)."""
         ratio = interval.estimate if interval else None
-        if ratio is None and proxy is not None and real:
-            ratio = proxy / real
-        if interval and not interval.known and interval.reason:
-            note = "; ".join(filter(None, [note, f"interval unknown: {interval.reason}"]))
+        if ratio is None and proxy is not None and real and proxy >= 0 and real > 0:
+            ratio = proxy / real  # a cost below zero is noise, and makes no ratio
+        unknown = interval.reason if interval and not interval.known else ""
+        if unknown:
+            note = "; ".join(filter(None, [note, f"interval unknown: {unknown}"]))
         low, high, n = (interval.low, interval.high, interval.n) if interval else (None,) * 3
         line = {
             "section": section,
@@ -410,6 +411,7 @@ class Report:
             "decision": decision,
             "note": note,
             "explains": explains,
+            "unknown": unknown,
             "text": {
                 "proxy": _fmt(proxy, unit),
                 "real": _fmt(real, unit),
@@ -849,7 +851,7 @@ def _where_text(line: dict) -> str:
     tier = line["tier"] if line["tier"] not in line["quantity"] else ""
     where = line["quantity"] + (f" on {tier}" if tier else "")
     if line.get("ratio") is None:
-        return where
+        return f"{where}: {line['unknown']}" if line.get("unknown") else where
     text = line["text"]
     found = text["ratio"] + (f" {text['interval']}" if text["interval"] != "unknown" else "")
     explains = line.get("explains")
