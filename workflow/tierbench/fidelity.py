@@ -673,7 +673,7 @@ def explain_by_parts(report: Report, found: list[Sized]) -> None:
         line = report.add(
             "I/O cost", name, found[0].match, proxy, real, "s", interval if both else None
         )
-        line["shape"], line["params"], line["note"] = over, {}, f"{over}: {model}"
+        line["shape"], line["params"], line["note"] = over, {}, model  # over: its group heading
         if not both:
             line["ratio"], line["text"]["ratio"] = None, "n/a"
             parts.append(f"{what} not above zero for both")
