@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -522,6 +523,8 @@ def test_ensemble_run_stays_in_its_run_folder(tmp_path, monkeypatch):
     assert found["target"] == metrics["compute_target_per_step"]["value"] == 1e-5 * 1500
     assert [m["calibration"] for m in record["extra"]["members"]] == [None, None]
     assert {m["sweeps"] for m in record["extra"]["members"]} == {found["sweeps"]}
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert [m["heap_kept"] for m in record["extra"]["members"]] == [glibc, glibc]
     # everything the run made is inside its own run folder; nothing next to it or in the cwd
     (folder,) = kept
     assert sorted(p.name for p in tier.iterdir()) == sorted(["users-file.txt", folder.path.name])
@@ -702,6 +705,38 @@ def test_compute_is_a_time_per_cell_and_step():
     assert cfd_proxy.compute_target(params) == default * 1500
     with pytest.raises(ConfigError, match="sweeps"):  # the count it replaced
         matrix.check_point("cfd_proxy", {**params, "sweeps": 20}, "cfd_dcpmm.x[p]")
+
+
+HEAP_SCRIPT = """
+import resource, sys
+from tierbench import cfd_writer
+if sys.argv[1] == "kept":
+    assert cfd_writer.keep_heap()
+def write():  # a write's blocks, made afresh and freed, as the proxy's are
+    return sum(len(b) for b in [bytearray(4_000_000) for _ in range(3)])
+write()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    write()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_a_kept_heap_does_not_fault_a_writes_blocks_in_again():
+    """simpleFoam's heap keeps its memory from write to write; glibc trims a Python rank's
+    and faults it in at the next write (1.5x simpleFoam's collated write cost here)."""
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+
+    def faults(mode: str) -> int:
+        command = [sys.executable, "-c", HEAP_SCRIPT, mode]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+        return int(done.stdout)
+
+    trimmed, kept = faults("default"), faults("kept")
+    assert trimmed > 20 * 3 * 500, trimmed  # 977 pages a block, faulted in at every write
+    assert kept < trimmed / 10, (kept, trimmed)
 
 
 def test_write_cost_is_the_write_steps_extra_time_with_its_error():
