@@ -623,6 +623,24 @@ def test_a_cost_that_came_out_below_zero_makes_no_ratio():
     assert "I/O cost per write on disk: a median is zero or negative" in shape["why"], shape
 
 
+def test_a_cost_whose_interval_reaches_zero_is_within_noise():
+    """simpleFoam's write on /dev/shm, 4 % of a step: its repetitions' costs came out on both
+    sides of zero, and an interval of [-4.79, 0.493] lay wholly below the band, 'differs'."""
+    rows = cfd_rows("openfoam", "real", files=FILES["openfoam"], seed=1)
+    rows += cfd_rows("cfd_proxy", "proxy", files=FILES["openfoam"])
+    scattered = [0.003, -0.004, 0.0025, 0.002, -0.001]
+    for r in [r for r in rows if r["metric"] == "time_per_step" and r["write_interval"] == 1]:
+        real = r["workload"] == "openfoam"
+        cost = scattered[r["repetition"] - 1] if real else 0.001 * (0.97 + 0.01 * r["repetition"])
+        rows.append({**r, "metric": "write_cost", "value": cost})
+    entry = cfd_verdict(pd.DataFrame(rows))
+    costs = [r for r in entry["rows"] if r["quantity"] == "I/O cost per write"]
+    assert costs and all(r["low"] <= 0 < r["high"] < 0.9 for r in costs), costs
+    assert {r["decision"] for r in costs} == {fidelity.WITHIN_NOISE}
+    assert entry["verdict"] == fidelity.WITHIN_NOISE, entry["reasons"]
+    assert any("reaches zero: below the noise" in r for r in entry["reasons"]), entry["reasons"]
+
+
 def test_a_shape_between_two_faithful_ones_is_inside_and_one_beyond_them_is_not():
     entry = cfd_verdict(sweep({1000: 1.02, 10000: 0.98, 100000: 2.0}))
     shape = {"ranks": RANKS, "write_interval": 1, "file_handler": "uncollated", "ensemble": 1,

@@ -314,8 +314,16 @@ def difference_ratio(a: Sample, b: Sample, c: Sample, d: Sample, *, scale: float
 
 
 def decide(interval: Interval) -> str:
-    """agrees, differs or within noise: where the ratio's interval lies against the band."""
+    """agrees, differs or within noise: where the ratio's interval lies against the band.
+    An interval that reaches zero is within noise: some resamples put a cost at or below
+    zero (a write below the steps' noise), and a ratio of such a cost says nothing."""
+    if _reaches_zero(interval):
+        return WITHIN_NOISE
     return DECISIONS[BAND.place(interval)]
+
+
+def _reaches_zero(interval: Interval) -> bool:
+    return interval.known and interval.low <= 0
 
 
 # ------------------------------------------------------------------ the table
@@ -433,6 +441,8 @@ class Report:
         if decision == DIFFERS:
             ratio = f"proxy / real {interval.estimate:.3f}"
             self.differs.append(f"{what}: {ratio}, interval {shown} lies outside {BAND_TEXT}")
+        elif _reaches_zero(interval):
+            self.undecided.append(f"{what}: interval {shown} reaches zero: below the noise")
         elif decision == WITHIN_NOISE and interval.known:
             self.undecided.append(f"{what}: interval {shown} straddles the band {BAND_TEXT}")
         elif decision == WITHIN_NOISE:
