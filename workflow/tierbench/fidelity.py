@@ -684,23 +684,22 @@ def explain_by_parts(report: Report, found: list[Sized]) -> None:
             "I/O cost", name, found[0].match, proxy, real, "s", interval if both else None
         )
         line["shape"], line["params"], line["note"] = over, {}, model  # over: its group heading
-        if not both:
-            line["ratio"], line["text"]["ratio"] = None, "n/a"
+        if not both:  # add() made no ratio of a part at or below zero
             parts.append(f"{what} not above zero for both")
-        else:
-            ratio = f"{line['text']['ratio']} {_interval_text(interval)}"
-            parts.append(f"{what} proxy / real {ratio}: {decide(interval)}")
-            decided = decided or decide(interval) != WITHIN_NOISE
+            continue
+        decision = decide(interval)
+        shown = f"{line['text']['ratio']} {_interval_text(interval)}"
+        parts.append(f"{what} proxy / real {shown}: {decision}")
+        decided = decided or decision != WITHIN_NOISE
     if not decided:  # the fit cannot tell which part is off: its lines say so, no cost line
         return
     explains = f"{over}: " + ", ".join(parts)
-    for f in found:
-        shape = {key: f.match.proxy.param(key) for key in report.keys}
-        for line in report.rows:
-            judged = line["decision"] and line["decision"] != "agrees"
-            if judged and line["quantity"] == f"I/O cost per {unit}" and line["params"] == shape:
-                if line["tier"] == f.match.tier:
-                    line["explains"] = "; ".join(filter(None, [line["explains"], explains]))
+    cost, tier = f"I/O cost per {unit}", found[0].match.tier  # a series is one tier's
+    shapes = [{key: f.match.proxy.param(key) for key in report.keys} for f in found]
+    for line in report.rows:
+        off = line["decision"] not in ("", "agrees")
+        if off and (line["quantity"], line["tier"]) == (cost, tier) and line["params"] in shapes:
+            line["explains"] = "; ".join(filter(None, [line["explains"], explains]))
 
 
 def _per_write(point: Point, pair: Pair) -> float | None:
