@@ -469,18 +469,16 @@ def keep_calibration(job: Job, key: str, found: dict) -> None:
     tmp.replace(path)
 
 
-def calibration_for(job: Job, launcher: str, config: dict, p: dict, shared: bool = True) -> dict:
+def calibration_for(job: Job, launcher: str, config: dict, p: dict) -> dict:
     """The sweeps per step of the point's target: the study's on this node, else found now.
 
     Every point of a study on one node with the same target does the same work
     per step, so the difference between a point that writes and one that does
     not is the writes, not two calibrations' noise; the first point of a shape
     finds it. A target taken from the run just before (:func:`partner_step_time`)
-    is its job's own (``shared`` False): found anew and not kept, as no later
-    point asks for the same target.
+    is its job's own: :func:`run` then calibrates alone and keeps nothing, as no
+    later point asks for the same target.
     """
-    if not shared:
-        return calibrate_alone(job, launcher, config, p)
     key = calibration_key(config, p)
     known = known_calibration(job, key)
     if known is not None:
@@ -724,7 +722,8 @@ def run(job: Job) -> list[dict]:
     try:
         shared_calibration = p["ensemble"] > 1 or job.spec.get("study_dir")
         if config["sweeps"] is None and target > 0 and shared_calibration:
-            note["calibration"] = calibration_for(job, launcher, config, p, shared=not from_partner)
+            find = calibrate_alone if from_partner else calibration_for
+            note["calibration"] = find(job, launcher, config, p)
             config["sweeps"] = note["calibration"]["sweeps"]
         alone = run_alone(job, launcher, config, p) if alone_first(p) else None
         start_members(job, launcher, config, p, members)
