@@ -67,3 +67,15 @@ def test_switched_off_it_says_why(monkeypatch):
     monkeypatch.setenv(native.SWITCH, "0")
     assert native.foamio() is None
     assert native.status("foamio") == f"python ({native.SWITCH}=0)"
+
+
+def test_without_a_cpp_compiler_it_names_the_package(monkeypatch, tmp_path):
+    """The ascii numbers go through libstdc++'s streams (csrc/foamtext.cpp), so no g++, no
+    helper, and the status says what to install."""
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    which = native.shutil.which
+    monkeypatch.setattr(native.shutil, "which", lambda tool: None if tool == "g++" else which(tool))
+    assert native.foamio() is None
+    assert native.status("foamio") == "python (no C++ compiler (g++) on PATH (install g++))"
+    assert not list(tmp_path.rglob("*.so"))

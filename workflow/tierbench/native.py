@@ -1,10 +1,12 @@
 """Small C helpers of the instruments, built at run time with gcc and cached.
 
 :func:`foamio` returns the ``_foamio`` extension (``csrc/foamio.c``: one write
-time of an OpenFOAM rank in one call), or None where it cannot be built (no C
-compiler, no Python headers, or ``TIERBENCH_NATIVE=0``); callers then make the
+time of an OpenFOAM rank in one call), or None where it cannot be built (no C or
+C++ compiler, no Python headers, or ``TIERBENCH_NATIVE=0``); callers then make the
 same system calls in Python, and the files are the same byte for byte.
-Helpers are built against this Python's headers and numpy's. A build lands in
+Helpers are built against this Python's headers and numpy's; ``_foamio``
+formats ascii numbers through libstdc++'s streams (``csrc/foamtext.cpp``), as
+OpenFOAM does, so it also needs g++. A build lands in
 ``$XDG_CACHE_HOME/tierbench`` (``~/.cache/tierbench``) under a name keyed by
 the sources (the shared ``csrc/*.h`` too), the Python and numpy builds and the
 platform, so a machine builds once; concurrent builds (MPI ranks, worker
@@ -30,6 +32,9 @@ import numpy
 SOURCES = Path(__file__).resolve().parent / "csrc"
 SWITCH = "TIERBENCH_NATIVE"
 
+#: per helper name: the C++ sources built into it beside ``<name>.c`` (gcc
+#: compiles them as C++ where g++ is installed)
+PARTS = {"foamio": ("foamtext.cpp",)}
 #: per helper name: the loaded module (or None) and the status line
 _state: dict = {}
 
@@ -69,8 +74,10 @@ def _build(name: str) -> Path:
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         raise ImportError("no C compiler (gcc) on PATH")
-    path = SOURCES / f"{name}.c"
-    source = b"".join(p.read_bytes() for p in [path, *sorted(SOURCES.glob("*.h"))])
+    paths = [SOURCES / f"{name}.c", *(SOURCES / part for part in PARTS.get(name, ()))]
+    if any(path.suffix == ".cpp" for path in paths) and shutil.which("g++") is None:
+        raise ImportError("no C++ compiler (g++) on PATH (install g++)")
+    source = b"".join(p.read_bytes() for p in [*paths, *sorted(SOURCES.glob("*.h"))])
     build = [sys.version, include, platform.machine(), numpy.__version__, numpy.get_include()]
     key = hashlib.sha256(b"\0".join([source, *(part.encode() for part in build)])).hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
@@ -80,7 +87,9 @@ def _build(name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", f"-I{numpy.get_include()}"]
-    command += [str(path), "-o", str(partial)]
+    command += [*map(str, paths), "-o", str(partial)]
+    if len(paths) > 1:
+        command.append("-lstdc++")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:

@@ -14,12 +14,12 @@
  * format_ascii(values, components, width) -> bytes
  *
  *   values  a C-contiguous buffer of float64, components per row
- *   Each number goes through snprintf as it does inside libstdc++'s
- *   `ostream << double` (OpenFOAM's ascii Ostream): one conversion per number,
- *   which is most of what an ascii write costs a solver. "%+.<width-7>e", so
- *   every number is `width` characters (magnitudes below 1e-99 written as zero,
- *   above 9.9..e99 clipped); rows of one number end in a newline, vectors are
- *   "(a b c)\n". The bytes are those tierbench.foam.format_numbers makes in Python.
+ *   Each number goes through libstdc++'s `ostream << double`, as in OpenFOAM's
+ *   ascii Ostream (foamtext.cpp): that is most of what an ascii write costs a
+ *   solver. "%+.<width-7>e", so every number is `width` characters (magnitudes
+ *   below 1e-99 written as zero, above 9.9..e99 clipped); rows of one number
+ *   end in a newline, vectors are "(a b c)\n". The bytes are those
+ *   tierbench.foam.format_numbers makes in Python.
  *
  * The same system calls tierbench.foam makes in Python, with no interpreter
  * between them: with 1-cell fields on tmpfs the Python around the calls cost
@@ -32,7 +32,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +41,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "foamtext.h"
 
 #define MAX_PARTS 64
 
@@ -181,17 +181,6 @@ static PyObject *write_time(PyObject *self, PyObject *args) {
     return Py_BuildValue("(ni)", written, made);
 }
 
-/* one number, `width` characters at p; 0 when snprintf gave another width */
-static int put_number(char *p, double x, int width, double largest) {
-    char text[64];
-    double a = fabs(x);
-    if (!(a >= 1e-99)) x = 0.0; /* NaN, zero and -0.0 too */
-    else if (a > largest) x = copysign(largest, x);
-    if (snprintf(text, sizeof text, "%+.*e", width - 7, x) != width) return 0;
-    memcpy(p, text, (size_t)width);
-    return 1;
-}
-
 static PyObject *format_ascii(PyObject *self, PyObject *args) {
     Py_buffer view;
     int components, width;
@@ -216,19 +205,10 @@ static PyObject *format_ascii(PyObject *self, PyObject *args) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    char *p = PyBytes_AS_STRING(out);
-    const double *v = view.buf;
-    int ok = 1;
+    int ok;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < rows && ok; r++) {
-        if (components > 1) *p++ = '(';
-        for (int c = 0; c < components; c++) {
-            ok &= put_number(p, v[r * components + c], width, largest);
-            p += width;
-            *p++ = c + 1 < components ? ' ' : (components > 1 ? ')' : '\n');
-        }
-        if (components > 1) *p++ = '\n';
-    }
+    ok = foam_stream_numbers(view.buf, (long)rows, components, width, largest,
+                             PyBytes_AS_STRING(out), (size_t)(rows * line));
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (!ok) {
