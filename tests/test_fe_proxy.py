@@ -495,6 +495,8 @@ def test_job_reports_metrics_with_units_and_cleans_up(tmp_path):
     per = extra["per_evaluation"]
     assert per["files"] == 8 and per["files_created"] == 11
     assert per["bytes"] == metrics["bytes_per_evaluation"]["value"]
+    per_increment = metrics["bytes_written"]["value"] / (8 * TINY["increments"])
+    assert metrics["bytes_per_increment"]["value"] == pytest.approx(per_increment)
     assert per["calls"]["unlink"] == 7 and per["calls"]["write"] > 8 * 6
     assert sorted(p.name for p in tmp_path.iterdir()) == ["users-file.txt"]
 
@@ -753,3 +755,18 @@ def test_fortran_e_is_what_gfortran_writes():
         value = float(text)
         ours = b"%11s|%13s|%14s" % tuple(fe_proxy.fortran_e(value, d) for d in (4, 6, 7))
         assert ours.decode() == line, value
+
+
+def test_bytes_per_increment_are_the_finished_evaluations_bytes_over_their_increments():
+    """One individual cut back to 50 increments, another failed: the bytes of one increment
+    are those of the finished ones over their own increments, not over the median count."""
+    evals = [{"ok": True, "increments": 10, "bytes": 200_000, "files": 8}] * 6 + [
+        {"ok": True, "increments": 50, "bytes": 1_000_000, "files": 8},
+        {"ok": False, "bytes": 5_000, "files": 8},
+    ]
+    metrics = {m["metric"]: m for m in fe_optimisation.written_metrics(evals)}
+    assert metrics["bytes_per_increment"]["value"] == pytest.approx(20_000)
+    assert metrics["bytes_per_increment"]["unit"] == "B"
+    assert metrics["bytes_written"]["value"] == 2_205_000
+    failed = fe_optimisation.written_metrics([{"ok": False, "bytes": 5_000, "files": 8}])
+    assert "bytes_per_increment" not in {m["metric"] for m in failed}

@@ -276,6 +276,7 @@ def fe_rows(
             }
             if increments:
                 values["solver_increments_median"] = increments
+                values["bytes_per_increment"] = 20_000
             for metric, value in values.items():
                 rows.append(
                     {
@@ -406,6 +407,8 @@ def test_fe_bytes_are_judged_per_increment_when_the_solvers_take_different_count
     for row in proxy:
         if row["metric"] == "bytes_written":
             row["value"] = proxy_bytes * 40 * 8
+        if row["metric"] == "bytes_per_increment":
+            row["value"] = proxy_bytes
     (entry,) = fidelity.fidelity(pd.DataFrame(real + proxy))["proxies"]
     rows = {r["quantity"]: r for r in entry["rows"] if r["section"] == "output"}
     assert rows["increments per evaluation"]["text"]["ratio"] == f"{40 / 46:.3f}"
@@ -413,6 +416,26 @@ def test_fe_bytes_are_judged_per_increment_when_the_solvers_take_different_count
     assert rows["bytes per increment"]["decision"] == decision
     assert rows["bytes per increment"]["ratio"] == pytest.approx(proxy_bytes / 20_000)
     assert entry["verdict"] == (fidelity.FAITHFUL if decision == "agrees" else fidelity.DIFFERS)
+
+
+def test_fe_bytes_per_increment_are_each_runs_own_not_over_the_median_increments():
+    """ccx cut back on one individual of eight (50 increments, the others 10): its bytes over
+    the median evaluation's 10 increments come to 1.5x what an increment writes. Judged on
+    each run's bytes over its own increments, a proxy writing as much per increment agrees."""
+    real = fe_rows("calculix", "ccx", 8, 0.05, {"frd_every": 0}, increments=10)
+    for row in real:
+        if row["metric"] == "bytes_written":
+            row["value"] = 20_000 * (7 * 10 + 50)
+    proxy = fe_rows("fe_proxy", "proxy", 8, 0.05, {"frd_every": 0}, increments=10)
+    (entry,) = fidelity.fidelity(pd.DataFrame(real + proxy))["proxies"]
+    rows = {r["quantity"]: r for r in entry["rows"] if r["section"] == "output"}
+    assert rows["bytes per evaluation"]["ratio"] == pytest.approx(80 / 120)
+    assert rows["bytes per increment"]["ratio"] == pytest.approx(1.0)
+    assert rows["bytes per increment"]["decision"] == "agrees"
+    without = [r for r in real + proxy if r["metric"] != "bytes_per_increment"]
+    (entry,) = fidelity.fidelity(pd.DataFrame(without))["proxies"]
+    (line,) = [r for r in entry["rows"] if r["quantity"] == "bytes per increment"]
+    assert line["decision"] == "" and "no bytes_per_increment measured" in line["note"]
 
 
 def test_the_command_line_writes_json_the_report_can_render(tmp_path):

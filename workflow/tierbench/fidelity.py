@@ -491,11 +491,16 @@ def bytes_rows(report: Report, m: Match) -> None:
     report.add("output", f"bytes per {unit}", m, *medians, "B", interval, note=note)
     note = "each solver's own convergence, not its output: shown, not judged"
     report.add("output", f"increments per {unit}", m, *steps, note=note)
-    per_increment = intervals.ratio(
-        _scaled(p_bytes, 1.0 / steps[0]), _scaled(r_bytes, 1.0 / steps[1])
-    )
+    own = [x.sample(pair.increment_bytes or "") for x in (m.proxy, m.real)]
+    if pair.increment_bytes and None not in own:
+        values = (own[0].median, own[1].median, "B", intervals.ratio(*own))
+        report.judged("output", "bytes per increment", m, *values)
+        return
+    # results without the metric: all bytes over the median evaluation's increments, which a
+    # solver that cut back on some individuals only puts below what an increment writes
     medians = (p_bytes.median / steps[0], r_bytes.median / steps[1])
-    report.judged("output", "bytes per increment", m, *medians, "B", per_increment)
+    missing = f"over the median {unit}'s increments: no {pair.increment_bytes} measured"
+    report.add("output", "bytes per increment", m, *medians, "B", note=f"{missing}; not judged")
 
 
 def _scaled(found: Sample, factor: float) -> Sample:
@@ -598,6 +603,9 @@ def bytes_per_write_unit(point: Point, pair: Pair) -> float | None:
     total = per_unit(point, pair, "bytes_written")
     if total is None or not pair.increments:
         return total
+    own = point.median(pair.increment_bytes) if pair.increment_bytes else None
+    if own is not None:
+        return own
     increments = point.median(pair.increments)
     return total / increments if increments else None
 

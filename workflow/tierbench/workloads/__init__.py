@@ -67,6 +67,9 @@ class Pair:
     #: number of increments and writes its output per increment, so bytes are judged
     #: per increment, and per evaluation shown beside them
     increments: str | None = None
+    #: FE: the metric of bytes per increment, each run's bytes over its increments (the
+    #: evaluations' own counts, not the median's: ccx cuts back on some individuals only)
+    increment_bytes: str | None = None
     #: a cost per write each workload measures within one run or job, preferred to the
     #: difference of a point and its baseline, which the machine's drift between two jobs
     #: minutes apart can move by more than a write costs: CFD's ``write_cost`` (the steps

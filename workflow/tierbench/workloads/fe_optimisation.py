@@ -210,13 +210,22 @@ def run_metrics(outcome: dict) -> list[dict]:
 
 
 def written_metrics(evals: list[dict]) -> list[dict]:
-    """Bytes and files the evaluations left on the tier, in all and per evaluation."""
-    return [
+    """Bytes and files the evaluations left on the tier, in all and per evaluation; and per
+    increment, over the evaluations that finished: their bytes over their increments. ccx
+    cuts back on some individuals and not on others, so the bytes of all evaluations over
+    the median evaluation's increments is not what one increment writes."""
+    found = [
         metric("bytes_written", sum(e["bytes"] for e in evals), "B"),
         metric("bytes_per_evaluation", statistics.median(e["bytes"] for e in evals), "B"),
         metric("files_written", sum(e["files"] for e in evals), "files"),
         metric("files_per_evaluation", statistics.median(e["files"] for e in evals), "files"),
     ]
+    finished = [e for e in evals if e["ok"] and e.get("increments")]
+    if finished:
+        increments = sum(e["increments"] for e in finished)
+        per_increment = sum(e["bytes"] for e in finished) / increments
+        found.append(metric("bytes_per_increment", per_increment, "B"))
+    return found
 
 
 def fit_metrics(outcome: dict) -> list[dict]:

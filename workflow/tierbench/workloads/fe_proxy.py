@@ -879,6 +879,7 @@ WORKLOAD = Workload(
         dirs=None,
         imitates={"output_model": "calculix"},
         increments="solver_increments_median",
+        increment_bytes="bytes_per_increment",
         cost_metric="output_cost_per_increment",
         compute=(
             "evaluation time without field output", "eval_time_median",
