@@ -496,8 +496,8 @@ def bytes_rows(report: Report, m: Match) -> None:
         values = (own[0].median, own[1].median, "B", intervals.ratio(*own))
         report.judged("output", "bytes per increment", m, *values)
         return
-    # results without the metric: all bytes over the median evaluation's increments, which a
-    # solver that cut back on some individuals only puts below what an increment writes
+    # results without the metric: all bytes over the median evaluation's increments, which is
+    # off wherever a solver cut back on some individuals and not on others
     medians = (p_bytes.median / steps[0], r_bytes.median / steps[1])
     missing = f"over the median {unit}'s increments: no {pair.increment_bytes} measured"
     report.add("output", "bytes per increment", m, *medians, "B", note=f"{missing}; not judged")
