@@ -491,8 +491,8 @@ def bytes_rows(report: Report, m: Match) -> None:
     report.add("output", f"bytes per {unit}", m, *medians, "B", interval, note=note)
     note = "each solver's own convergence, not its output: shown, not judged"
     report.add("output", f"increments per {unit}", m, *steps, note=note)
-    own = [x.sample(pair.increment_bytes or "") for x in (m.proxy, m.real)]
-    if pair.increment_bytes and None not in own:
+    own = [x.sample(pair.increment_bytes) for x in (m.proxy, m.real) if pair.increment_bytes]
+    if own and None not in own:
         values = (own[0].median, own[1].median, "B", intervals.ratio(*own))
         report.judged("output", "bytes per increment", m, *values)
         return
