@@ -75,7 +75,8 @@ def _build(name: str) -> Path:
     if compiler is None:
         raise ImportError("no C compiler (gcc) on PATH")
     paths = [SOURCES / f"{name}.c", *(SOURCES / part for part in PARTS.get(name, ()))]
-    if any(path.suffix == ".cpp" for path in paths) and shutil.which("g++") is None:
+    cpp = any(path.suffix == ".cpp" for path in paths)
+    if cpp and shutil.which("g++") is None:
         raise ImportError("no C++ compiler (g++) on PATH (install g++)")
     source = b"".join(p.read_bytes() for p in [*paths, *sorted(SOURCES.glob("*.h"))])
     build = [sys.version, include, platform.machine(), numpy.__version__, numpy.get_include()]
@@ -88,7 +89,7 @@ def _build(name: str) -> Path:
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", f"-I{numpy.get_include()}"]
     command += [*map(str, paths), "-o", str(partial)]
-    if len(paths) > 1:
+    if cpp:
         command.append("-lstdc++")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
