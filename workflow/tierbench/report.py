@@ -101,7 +101,8 @@ def node_rows(study_dir: Path, results: pd.DataFrame) -> list[dict]:
     if path.exists():
         rows = json.loads(path.read_text())
     else:  # results from before nodes.json: host and job ids only
-        ids = results.get("slurm_job_id", pd.Series(dtype=str)).fillna("").astype(str)
+        ids = results.get("slurm_job_id", pd.Series(dtype=str)).astype(object).fillna("")
+        ids = ids.astype(str)
         frame = results.assign(slurm_job_id=ids.str.replace(r"\.0$", "", regex=True))
         rows = [
             {"tier": tier, "host": host, "slurm_job_ids": sorted(set(group["slurm_job_id"]) - {""})}
