@@ -628,6 +628,9 @@ def test_a_study_with_the_real_application_gets_its_verdicts_beside_the_proxys()
     assert proxy.lesson.endswith("[fe_proxy]") and proxy.status == REPRODUCED
     assert real.lesson.endswith("[calculix]") and real.status == NOT_REPRODUCED
     assert all(p.startswith("calculix/") or p.startswith("fio/") for p in real.points)
+    # the proxy's verdict says the application's differs, and by how much: 1.05x / 4x
+    assert proxy.agreement.startswith("disagrees with calculix: calculix's verdict is not")
+    assert "fe_proxy / calculix 0.26x [" in proxy.agreement and not real.agreement
     # without the application's rows, the lesson keeps its plain name
     (alone,) = judge("000", fe(600, 3, 10.0, 10.5))
     assert "[" not in alone.lesson
@@ -660,3 +663,87 @@ def test_a_proxy_lesson_says_when_its_shapes_were_not_shown_faithful():
         assert "the proxy was compared at this shape and was within noise" in verdict.fidelity
         assert verdict.fidelity.startswith("cfd_proxy/single_vs_ensemble/")
     assert not any(v.fidelity for v in real)
+
+
+def cfd_proxy_and_openfoam(proxy: dict, real: dict, spread="tight", real_spread="tight"):
+    """cfd_proxy and simpleFoam, each {tier: (interval 1, interval 100, ensemble of 2)}; each
+    simpleFoam point ran just before the proxy's of its shape, with a spread of its own."""
+    mine = study(with_alone(cfd_rows(proxy)), spread)
+    rows = [("openfoam", *row[1:], 3) for row in cfd_rows(real)]
+    theirs = study(with_alone(rows), real_spread)
+    return tuple(pd.concat(frames, ignore_index=True) for frames in zip(mine, theirs, strict=True))
+
+
+def agreements(frames) -> list[str]:
+    proxy = [v for v in judge("001", frames) if v.lesson.endswith("[cfd_proxy]")]
+    return [v.agreement for v in proxy]
+
+
+def test_a_proxy_lesson_says_the_application_gives_the_same_verdict():
+    """Proxy and simpleFoam alike: every proxy verdict agrees, each claim's ratio 1.00x."""
+    tiers = {"disk": (0.20, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}
+    found = agreements(cfd_proxy_and_openfoam(tiers, tiers))
+    assert all(a.startswith("agrees with openfoam, reproduced for both (") for a in found)
+    assert all("cfd_proxy / openfoam 1.00x [1.00, 1.00]" in a for a in found)
+
+
+def test_a_proxy_verdict_apart_from_the_applications_names_the_ratio_that_parts_them():
+    """Writing every step costs the proxy 2x on the disk, simpleFoam nothing: the verdicts
+    differ and so do the measures (2.0x); the other two lessons agree."""
+    proxy = {"disk": (0.20, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}
+    real = {"disk": (0.10, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}
+    first, *rest = agreements(cfd_proxy_and_openfoam(proxy, real))
+    assert first.startswith("disagrees with openfoam: openfoam's verdict is not reproduced")
+    assert "cfd_proxy / openfoam 2.00x [" in first
+    assert all(a.startswith("agrees") for a in rest)
+
+
+def test_verdicts_on_either_side_of_a_band_edge_are_not_told_apart():
+    """At write interval 100 the proxy's disk is 1.05x the fast tier, inside 0.9-1.1; simpleFoam's
+    is 1.10x with a spread of 25 %, *within noise*: the verdicts differ, but the ratio of the
+    two holds 1, so whether the proxy gives another answer is undecided, not shown."""
+    proxy = {"disk": (0.20, 0.0525, 0.60), "shm": (0.10, 0.05, 0.11)}
+    real = {"disk": (0.20, 0.055, 0.60), "shm": (0.10, 0.05, 0.11)}
+    found = agreements(cfd_proxy_and_openfoam(proxy, real, real_spread="wide"))[1]
+    assert found.startswith("undecided: openfoam's verdict is within noise")
+    assert "every ratio holds 1" in found and "cfd_proxy / openfoam 0.95x [" in found
+    # simpleFoam's 1.3x with a spread of 1 %: not reproduced, and 0.81x is told apart from 1
+    real["disk"] = (0.20, 0.065, 0.60)
+    found = agreements(cfd_proxy_and_openfoam(proxy, real))[1]
+    assert found.startswith("disagrees with openfoam: openfoam's verdict is not reproduced")
+    assert "cfd_proxy / openfoam 0.81x [" in found
+
+
+def test_an_inconclusive_side_is_not_compared():
+    """simpleFoam ran no ensemble: its ensemble lesson cannot be tested, nor set beside the
+    proxy's."""
+    tiers = {"disk": (0.20, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}
+    results, summary = cfd_proxy_and_openfoam(tiers, tiers)
+    ensembles = [
+        frame["workload"].eq("openfoam") & frame["ensemble"].eq(2) for frame in (results, summary)
+    ]
+    found = agreements((results[~ensembles[0]], summary[~ensembles[1]]))
+    assert all(a.startswith("agrees") for a in found[:2])
+    assert found[2] == "not compared: the verdict on openfoam is inconclusive"
+
+
+def test_the_report_shows_beside_a_proxy_verdict_what_the_application_gave(tmp_path):
+    from conftest import study_for_report
+    from tierbench import report
+
+    proxy = {"disk": (0.20, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}
+    real = {"disk": (0.10, 0.05, 0.60), "shm": (0.10, 0.05, 0.11)}
+    results, _ = cfd_proxy_and_openfoam(proxy, real)
+    study_dir = tmp_path / "m" / "s"
+    study_for_report(study_dir, results, ["disk", "shm"])
+    argv = ["--lessons", str(REPO / "config/studies/cfd_dcpmm.yaml")]
+    argv += [
+        "--summary",
+        str(study_dir / "summary.csv"),
+        "--results",
+        str(study_dir / "results.csv"),
+    ]
+    assert verdicts.main([*argv, "--out", str(study_dir / "verdict.json")]) == 0
+    html = report.render(tmp_path / "m", ["s"], {"s": "A study"})
+    assert html.count("against the application: disagrees with openfoam") == 1
+    assert html.count("against the application: agrees with openfoam") == 2

@@ -87,6 +87,9 @@ class Verdict:
     points: list[str] = field(default_factory=list)
     #: a proxy's lesson: whether its points lie where the proxy was shown faithful, else ""
     fidelity: str = ""
+    #: a proxy's lesson where the study ran its application too: whether the application's
+    #: verdict is the same, and each claim's ratio proxy / application (:func:`agreement`)
+    agreement: str = ""
 
 
 @dataclass
@@ -106,6 +109,8 @@ class Claim:
     parts: list[Comparison] = field(default_factory=list)
     #: said after the verdict: other points were taken, which reach the device
     note: str = ""
+    #: the samples and powers its ratio is the product of (:func:`tierbench.intervals.product`)
+    terms: list = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
@@ -159,22 +164,31 @@ class Runs:
         values = tuple(v / b for v, b in zip(own.values, base.values, strict=True))
         return intervals.Sample(values, own.repetitions, own.started)
 
-    def ratio(self, *rows: pd.Series, relative_to=()) -> tuple[Interval, str | None]:
-        """a / b of two points' medians, or (a / b) / (c / d) of four; with ``relative_to``
-        (metrics) of each run's value over its own first baseline that every run holds.
-        Also returns that baseline, None for the values as measured."""
+    def terms(self, *rows: pd.Series, relative_to=()) -> tuple[list, str | None]:
+        """The samples and powers of a / b (two points) or (a / b) / (c / d) (four); with
+        ``relative_to`` (metrics) each run's value over its own first baseline that every
+        run holds. Also returns that baseline, None for the values as measured."""
         samples, used = [self.sample(row) for row in rows], None
         for baseline in relative_to:
             found = [self.relative(row, baseline) for row in rows]
             if all(sample is not None for sample in found):
                 samples, used = found, baseline
                 break
-        make = intervals.ratio if len(rows) == 2 else intervals.ratio_of_ratios
-        interval = make(*samples)
+        powers = (1, -1) if len(rows) == 2 else (1, -1, -1, 1)
+        return list(zip(samples, powers, strict=True)), used
+
+    def ratio(self, *rows: pd.Series, relative_to=()) -> tuple[Interval, str | None]:
+        """The ratio of :meth:`terms` with its interval, and the baseline it used."""
+        terms, used = self.terms(*rows, relative_to=relative_to)
+        return self.interval(terms, of=tuple(point_id(row) for row in rows)), used
+
+    def interval(self, terms: list, of: tuple[str, ...] = ()) -> Interval:
+        """The product of ``terms`` with its interval, computed from ``of`` (point ids)."""
+        interval = intervals.product(terms)
         if interval.n == 0 and not self.given:
             reason = "the per-repetition values (results.csv) of its points"
             interval = Interval(None, None, None, 0, reason=reason)
-        return replace(interval, of=tuple(point_id(row) for row in rows)), used
+        return replace(interval, of=of)
 
 
 def point_id(row: pd.Series) -> str:
@@ -291,6 +305,8 @@ class Lesson:
 
     def __init__(self, study: Study, ref: pd.DataFrame, spec: dict, swap):
         self.study, self.ref, self.spec, self.swap = study, ref, spec, swap
+        #: the claims its verdict was decided on (none when it could not be tested)
+        self.claims: list[Claim] = []
         self.among = select(study.ok, swap(spec["tiers"]["among"]))
         tiers = {k: v for k, v in spec["tiers"].items() if k != "among"}
         self.tiers = {name: pick_tier(self.among, tier) for name, tier in tiers.items()}
@@ -308,6 +324,7 @@ class Lesson:
                 why = claim_spec.get("missing", spec["missing"])
                 return self.missing(why.format(**self.tiers))
             claims.append(claim)
+        self.claims = claims
         device = _on_device([row for claim in claims for row in claim.rows])
         reached = [r for r in device if str(r.get("page_cache", "") or "") == pagecache.DEVICE]
         if premise.get("kind") == "fits_page_cache" and reached:
@@ -379,7 +396,8 @@ class Lesson:
         # a list, so the order the study gives survives JSON written with sorted keys
         baselines = self.spec["tiers"]["among"].get("relative_to", [])
         relative_to = {each["metric"]: each["text"] for each in baselines}
-        interval, used = self.study.runs.ratio(*rows, relative_to=list(relative_to))
+        terms, used = self.study.runs.terms(*rows, relative_to=list(relative_to))
+        interval = self.study.runs.interval(terms, of=tuple(point_id(row) for row in rows))
         parts = []
         if "ratio" in spec:
             value = self.published(spec["published"])
@@ -397,7 +415,8 @@ class Lesson:
         if relative_to:
             text += f"; {relative_to[used]}" if used else f"; {AS_MEASURED}"
         claimed = band(spec["band"])
-        return Claim(label, interval, claimed, value, text, rows, spec.get("premise"), parts, note)
+        premise = spec.get("premise")
+        return Claim(label, interval, claimed, value, text, rows, premise, parts, note, terms)
 
     def published(self, pair: list[dict]) -> float:
         """The published ratio: the median of each side's reference rows, one over the other."""
@@ -592,7 +611,8 @@ def judge(
     ref = reference.load() if ref is None else ref
     study = Study(summary, Runs(results))
     published = ref[ref["document"] == str(paper["document"])]
-    found = [Lesson(study, published, spec, lambda s: s).verdict() for spec in paper["lessons"]]
+    lessons = [Lesson(study, published, spec, lambda s: s) for spec in paper["lessons"]]
+    found = [lesson.verdict() for lesson in lessons]
     pair = proxy_of(paper["lessons"])
     if pair is None or study.ok["workload"].ne(pair.real).all():
         return found
@@ -605,11 +625,53 @@ def judge(
         is_proxy = selector.get("workload") == pair.proxy
         return {**selector, "workload": pair.real} if is_proxy else selector
 
-    for spec in paper["lessons"]:
-        verdict = Lesson(study, published, spec, real).verdict()
+    for spec, proxy, mine in zip(paper["lessons"], lessons, list(found), strict=True):
+        application = Lesson(study, published, spec, real)
+        verdict = application.verdict()
+        mine.agreement = agreement(pair, (proxy, mine), (application, verdict))
         verdict.lesson += f" [{pair.real}]"
         found.append(verdict)
     return found
+
+
+AGREES, DISAGREES, NOT_TOLD_APART = "agrees", "disagrees", "undecided"
+
+
+def agreement(pair: workloads.Pair, proxy: tuple, application: tuple) -> str:
+    """Whether the application's verdict on a lesson is the proxy's, with each claim's ratio
+    proxy / application and its interval; each side is its Lesson and Verdict.
+
+    Near a band's edge two verdicts may differ where the measures do not: when every
+    claim's ratio proxy / application holds 1 in its interval, the two cannot be told
+    apart, and the disagreement is undecided rather than shown.
+    """
+    (lesson, mine), (other, theirs) = proxy, application
+    if INCONCLUSIVE in (mine.status, theirs.status):
+        if mine.status == theirs.status:
+            return ""
+        which = pair.real if theirs.status == INCONCLUSIVE else pair.proxy
+        return f"not compared: the verdict on {which} is inconclusive"
+    ratios = proxy_over_application(lesson, other)
+    shown = "; ".join(f"{label}: {pair.proxy} / {pair.real} {show(i)}" for label, i in ratios)
+    if mine.status == theirs.status:
+        return f"{AGREES} with {pair.real}, {WORDS[theirs.status]} for both ({shown})"
+    there = f"{pair.real}'s verdict is {WORDS[theirs.status]}"
+    if ratios and all(i.known and i.low <= 1 <= i.high for _, i in ratios):
+        return f"{NOT_TOLD_APART}: {there}, but every ratio holds 1 ({shown})"
+    return f"{DISAGREES} with {pair.real}: {there} ({shown})"
+
+
+def proxy_over_application(proxy: Lesson, application: Lesson) -> list[tuple[str, Interval]]:
+    """Each judged claim's ratio on the proxy over the same claim's on the application, with
+    the interval of the product of both claims' terms (a premise, such as fio's tiers being
+    apart, is the same for both and left out)."""
+    mine, theirs = ([c for c in lesson.claims if not c.premise] for lesson in (proxy, application))
+    if len(mine) != len(theirs):
+        return []
+    return [
+        (claim.label, proxy.study.runs.interval(claim.terms + [(s, -p) for s, p in other.terms]))
+        for claim, other in zip(mine, theirs, strict=True)
+    ]
 
 
 def fidelity_notes(verdicts: list[Verdict], summary: pd.DataFrame, proxies: dict, proxy: str):
