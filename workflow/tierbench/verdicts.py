@@ -36,6 +36,8 @@ REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not_reproduced", "inco
 WITHIN_NOISE = "within_noise"
 #: each status as a verdict's text says it
 WORDS = {s: s.replace("_", " ") for s in (REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE, INCONCLUSIVE)}
+#: how a proxy's verdict on a lesson stands against its application's (:func:`agreement`)
+AGREES, DISAGREES, NOT_TOLD_APART = "agrees", "disagrees", "undecided"
 #: a claim's outcome from where its interval lies against its band
 OUTCOMES = {INSIDE: REPRODUCED, OUTSIDE: NOT_REPRODUCED, ACROSS: WITHIN_NOISE}
 #: the roles a lesson picks its tiers by; any other name is a tier class (fuse)
@@ -625,16 +627,14 @@ def judge(
         is_proxy = selector.get("workload") == pair.proxy
         return {**selector, "workload": pair.real} if is_proxy else selector
 
-    for spec, proxy, mine in zip(paper["lessons"], lessons, list(found), strict=True):
+    theirs = []
+    for spec, proxy, mine in zip(paper["lessons"], lessons, found, strict=True):
         application = Lesson(study, published, spec, real)
         verdict = application.verdict()
         mine.agreement = agreement(pair, (proxy, mine), (application, verdict))
         verdict.lesson += f" [{pair.real}]"
-        found.append(verdict)
-    return found
-
-
-AGREES, DISAGREES, NOT_TOLD_APART = "agrees", "disagrees", "undecided"
+        theirs.append(verdict)
+    return found + theirs
 
 
 def agreement(pair: workloads.Pair, proxy: tuple, application: tuple) -> str:
