@@ -722,3 +722,61 @@ def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
     cfd = {tuple(fidelity._norm(p.params.get(k)) for k in shape) for p in writing}
     # the centre, two cell counts, one rank (and 4 at full), every step, ascii, collated
     assert len(cfd) == (8 if scale == "full" else 7)
+
+
+def ensemble_rows(workload: str, experiment: str, slowdown: float, seed: int) -> list[dict]:
+    """An ensemble of 2 without writes, each job timing its member alone first; the
+    proxy's points write document 001's file set, as in cfd_dcpmm."""
+    rng = np.random.default_rng(seed)
+    params = {"ranks": 1, "cells_per_rank": 1000, "steps": STEPS, "write_interval": "none",
+              "file_handler": "uncollated", "ensemble": 2, "write_format": "binary",
+              "purge_write": 1}  # fmt: skip
+    if workload == "cfd_proxy":
+        params["file_set"] = "document_001"
+    rows = []
+    for tier, tier_class in TIERS.items():
+        for rep in range(1, REPS + 1):
+            alone = BASE_TIME * (1 + 0.05 * rng.standard_normal())  # the machine drifts
+            whole = alone * slowdown * (1 + 0.005 * rng.standard_normal())
+            for metric, value in (("time_per_step", whole), ("time_per_step_alone", alone)):
+                rows.append(
+                    {
+                        "study": "cfd_dcpmm", "experiment": experiment, "workload": workload,
+                        "tier": tier, "tier_class": tier_class, "host": "h",
+                        "point": "ensemble=2+write_interval=none", **params, "repetition": rep,
+                        "phase": "measured", "started_at": f"2026-01-01T01:{rep:02d}:00Z",
+                        "duration_s": 1.0, "slurm_job_id": "", "metric": metric, "value": value,
+                        "unit": "s", "status": "ok", "reason": "",
+                    }
+                )  # fmt: skip
+    return rows
+
+
+@pytest.mark.parametrize(("proxy_slowdown", "decision"), [(1.2, "agrees"), (1.0, "differs")])
+def test_an_ensemble_compute_slowdown_is_compared_each_job_over_its_member_alone(
+    proxy_slowdown, decision
+):
+    """simpleFoam's members slowed each other 1.11-1.20x without writes on the cluster on one
+    machine, the proxy's 0.98-1.16x: the fast tier of an ensemble lesson is mostly that."""
+    rows = study().to_dict("records")
+    rows += ensemble_rows("openfoam", "real_single_vs_ensemble", 1.2, seed=7)
+    rows += ensemble_rows("cfd_proxy", "single_vs_ensemble", proxy_slowdown, seed=8)
+    entry = cfd_verdict(pd.DataFrame(rows))
+    found = [r for r in entry["rows"] if r["quantity"] == "compute slowdown in an ensemble"]
+    assert sorted(r["tier"] for r in found) == ["disk", "shm"]
+    assert {r["decision"] for r in found} == {decision}, found
+    assert all(r["real"] == pytest.approx(1.2, rel=0.01) for r in found)
+    assert all(r["ratio"] == pytest.approx(proxy_slowdown / 1.2, rel=0.02) for r in found)
+    shape = {"ranks": 1, "cells_per_rank": 1000, "file_handler": "uncollated",
+             "write_format": "binary", "purge_write": 1}  # fmt: skip
+    lesson_point = fidelity.outside_region(entry, {**shape, "write_interval": 1, "ensemble": 2})
+    nearest = "nearest compared shape (ranks=1, write_interval=none, ensemble=2)"
+    assert nearest in lesson_point and "this point has write_interval=1" in lesson_point
+    if decision == "differs":
+        assert entry["verdict"] == fidelity.DIFFERS
+        assert "compute slowdown in an ensemble on shm: proxy / real 0.83" in lesson_point
+        alone = r"takes (1|0\.99\d)x its time alone for cfd_proxy, 1\.2x for openfoam"
+        assert re.search(alone, lesson_point), lesson_point
+    # a single run two parameters away from each shape is nearer the one that writes
+    single = fidelity.outside_region(entry, {**shape, "write_interval": 5, "ensemble": 1})
+    assert "this point has ranks=1, write_interval=5" in single

@@ -552,6 +552,66 @@ def compute_target(m: Match, pair: Pair, proxy: float, real: float) -> str:
     )
 
 
+def ensemble_matches(pair: Pair, points: list[Point]) -> list[Match]:
+    """No-output points of ensembles (those timing a member alone), proxy beside real on the
+    same tier and shape: one proxy point per real one, the one imitating the application
+    first. The file set a proxy imitates does not matter where nothing is written."""
+    if not pair.alone:
+        return []
+    keys = shape_keys(pair, points)
+    chosen = [
+        p
+        for p in points
+        if not p.traced and _is_baseline(p, pair) and p.sample(pair.alone) is not None
+    ]
+    found = []
+    for r in (p for p in chosen if p.workload == pair.real):
+        proxies = [
+            p
+            for p in chosen
+            if p.workload == pair.proxy and (p.tier, _shape(p, keys)) == (r.tier, _shape(r, keys))
+        ]
+        proxies.sort(key=lambda p: (not _imitates(p, pair), p.experiment, p.name))
+        found += [Match(proxies[0], r, None, None)] if proxies else []
+    return found
+
+
+def slowdown(point: Point, pair: Pair) -> Sample | None:
+    """Per repetition, an ensemble's time per step over its member's alone in the same job."""
+    whole, alone = point.sample(pair.time_metric), point.sample(pair.alone)
+    if whole is None or alone is None or whole.repetitions is None or alone.repetitions is None:
+        return None
+    by_rep = dict(zip(alone.repetitions, alone.values, strict=True))
+    kept = [i for i, rep in enumerate(whole.repetitions) if by_rep.get(rep, 0) > 0]
+    if not kept:
+        return None
+    reps = [whole.repetitions[i] for i in kept]
+    ratios = [whole.values[i] / by_rep[rep] for i, rep in zip(kept, reps, strict=True)]
+    started = [whole.started[i] for i in kept] if whole.started else None
+    return intervals.sample(ratios, reps, started)
+
+
+def ensemble_rows(report: Report, m: Match) -> None:
+    """How much an ensemble's members slow each other's compute, proxy beside real: a proxy
+    that matches the application's step alone may still lose less (or more) of it to a
+    neighbour, and an ensemble lesson's fast tier is mostly that loss."""
+    pair = report.pair
+    p, r = slowdown(m.proxy, pair), slowdown(m.real, pair)
+    quantity = "compute slowdown in an ensemble"
+    if p is None or r is None:
+        report.add("compute", quantity, m, None, None, "x", note="no member timed alone")
+        return
+    explains = (
+        f"without writes a member's step takes {p.median:.3g}x its time alone for {pair.proxy}, "
+        f"{r.median:.3g}x for {pair.real}"
+    )
+    why = f"{pair.time_metric} over {pair.alone}, both of the same job"
+    report.judged(
+        "compute", quantity, m, p.median, r.median, "x", intervals.ratio(p, r),
+        note=f"{why}; {explains}", explains=explains,
+    )  # fmt: skip
+
+
 def cost_rows(report: Report, m: Match) -> None:
     """The I/O cost per write (FE: per increment), proxy beside real: measured within each
     run, else with output minus without."""
@@ -883,10 +943,16 @@ def _number(value: str) -> float | None:
 
 
 def _distance(a: dict, b: dict, keys) -> tuple[int, float]:
-    """Parameters apart, then how far apart the numbers are (factors, not differences)."""
+    """Parameters apart, then how far apart the numbers are (factors, not differences).
+
+    A number against a word (write interval 10 against none) is farthest: a shape without
+    writes says nothing of a write's cost.
+    """
     apart = [k for k in keys if a[k] != b[k]]
     numbers = [(_number(a[k]), _number(b[k])) for k in apart]
     spread = sum(abs(math.log(x / y)) for x, y in numbers if x and y and x > 0 and y > 0)
+    if any((x is None) != (y is None) for x, y in numbers):
+        spread = math.inf
     return len(apart), spread
 
 
@@ -921,9 +987,10 @@ def outside_region(entry: dict, params: dict) -> str | None:
     if not apart:
         why = f": {'; '.join(near['why'])}" if near["why"] else ""
         return f"the proxy was compared at this shape and {found} there{why}"
+    why = f" ({'; '.join(near['why'])})" if near["why"] else ""
     return (
         f"the proxy's fidelity was not shown at this shape: at the nearest compared shape "
-        f"({near['shape']}) it {found}, and this point has {apart}"
+        f"({near['shape']}) it {found}{why}, and this point has {apart}"
     )
 
 
@@ -935,11 +1002,15 @@ def compare(pair: Pair, points: list[Point], not_counted: dict[str, str]) -> dic
     keys = shape_keys(pair, points)
     report = Report(pair, keys)
     timed, traced = matches(pair, points, traced=False), matches(pair, points, traced=True)
-    report.varying = tuple(k for k in keys if len({m.proxy.param(k) for m in timed + traced}) > 1)
+    ensembles = ensemble_matches(pair, points)
+    compared = timed + traced + ensembles
+    report.varying = tuple(k for k in keys if len({m.proxy.param(k) for m in compared}) > 1)
     for m in timed:
         output_rows(report, m)
         compute_rows(report, m)
         cost_rows(report, m)
+    for m in ensembles:
+        ensemble_rows(report, m)
     cost_model_rows(report, timed)
     counting = syscall_rows(report, traced, not_counted)
     tier_rows(report, timed)

@@ -91,6 +91,10 @@ class Pair:
     #: the real application's parameters that name a user's own input (calculix's deck): a
     #: point with one runs a model the proxy does not imitate, and is never compared
     own_input: tuple[str, ...] = ()
+    #: CFD: the metric of an ensemble's member timed alone in the same job. Without
+    #: output, an ensemble's time per step over it is what the members' compute loses to
+    #: each other (caches, memory bandwidth), compared proxy beside real
+    alone: str | None = None
 
     @property
     def write_unit(self) -> str:

@@ -789,6 +789,7 @@ WORKLOAD = Workload(
         compute_target="compute_target_per_step",
         size=("cells_per_rank",),
         own_input=("case",),
+        alone="time_per_step_alone",
     ),
     run=run,
     family="cfd",
