@@ -443,6 +443,10 @@ def test_failed_solve_is_a_failed_evaluation_and_its_folder_goes(tmp_path, monke
     assert not record["ok"] and record["misfit"] == math.inf
     assert "no convergence" in record["error"]
     assert list(tmp_path.iterdir()) == []
+    # the keys of a finished record, as ccx's failed ones have them
+    monkeypatch.setattr(fe_model, "solve", real_solve)
+    done = fe_proxy.evaluate(task(tmp_path / "g01-e002"))
+    assert done["ok"] and done.keys() == record.keys() and record["increments"] == 0
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")

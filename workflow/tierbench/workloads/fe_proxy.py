@@ -667,6 +667,7 @@ def analyse(task: dict, output: Output, deck: fe_deck.Deck) -> dict:
         "error": "",
         "misfit": math.inf,
         "iterations": 0,
+        "increments": 0,  # as calculix's record: the same keys whether it finished or not
         "cutbacks": 0,
     }
     solver = None
