@@ -436,6 +436,7 @@ def test_fe_bytes_per_increment_are_each_runs_own_not_over_the_median_increments
     (entry,) = fidelity.fidelity(pd.DataFrame(without))["proxies"]
     (line,) = [r for r in entry["rows"] if r["quantity"] == "bytes per increment"]
     assert line["decision"] == "" and "no bytes_per_increment measured" in line["note"]
+    assert line["ratio"] == pytest.approx(80 / 120)  # the 1.5x of the median's increments
 
 
 def test_the_command_line_writes_json_the_report_can_render(tmp_path):

@@ -498,7 +498,7 @@ def bytes_rows(report: Report, m: Match) -> None:
         return
     # results without the metric: all bytes over the median evaluation's increments, which is
     # off wherever a solver cut back on some individuals and not on others
-    medians = (p_bytes.median / steps[0], r_bytes.median / steps[1])
+    medians = tuple(bytes_per_write_unit(x, pair) for x in (m.proxy, m.real))
     missing = f"over the median {unit}'s increments: no {pair.increment_bytes} measured"
     report.add("output", "bytes per increment", m, *medians, "B", note=f"{missing}; not judged")
 
