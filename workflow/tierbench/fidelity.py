@@ -577,18 +577,12 @@ def ensemble_matches(pair: Pair, points: list[Point]) -> list[Match]:
 
 
 def slowdown(point: Point, pair: Pair) -> Sample | None:
-    """Per repetition, an ensemble's time per step over its member's alone in the same job."""
+    """Per repetition, an ensemble's time per step over its member's alone in the same job
+    (as a lesson's ``relative_to``: None unless every run has both)."""
     whole, alone = point.sample(pair.time_metric), point.sample(pair.alone)
-    if whole is None or alone is None or whole.repetitions is None or alone.repetitions is None:
+    if whole is None or alone is None:
         return None
-    by_rep = dict(zip(alone.repetitions, alone.values, strict=True))
-    kept = [i for i, rep in enumerate(whole.repetitions) if by_rep.get(rep, 0) > 0]
-    if not kept:
-        return None
-    reps = [whole.repetitions[i] for i in kept]
-    ratios = [whole.values[i] / by_rep[rep] for i, rep in zip(kept, reps, strict=True)]
-    started = [whole.started[i] for i in kept] if whole.started else None
-    return intervals.sample(ratios, reps, started)
+    return intervals.per_run(whole, alone)
 
 
 def ensemble_rows(report: Report, m: Match) -> None:

@@ -66,6 +66,17 @@ def sample(values, repetitions=None, started=None) -> Sample:
     return Sample(tuple(values[i] for i in order), reps, times)
 
 
+def per_run(own: Sample, base: Sample) -> Sample | None:
+    """Each run of ``own`` divided by the same run's ``base`` (another metric of the same
+    jobs): the machine's speed, which drifts from job to job on a shared machine, cancels.
+    None: the two do not hold the same runs, or a base is not above zero."""
+    same_runs = own.n and own.repetitions is not None and own.repetitions == base.repetitions
+    if not same_runs or min(base.values) <= 0:
+        return None
+    values = tuple(v / b for v, b in zip(own.values, base.values, strict=True))
+    return Sample(values, own.repetitions, own.started)
+
+
 @dataclass(frozen=True)
 class Interval:
     """A ratio, its interval, and why the interval is missing when it is."""

@@ -159,12 +159,7 @@ class Runs:
     def relative(self, row: pd.Series, baseline: str) -> intervals.Sample | None:
         """Each run of the point divided by the same run's ``baseline``: the machine's speed,
         which drifts from job to job on a shared machine, cancels. None: a run lacks it."""
-        own, base = self.sample(row), self.sample(row, baseline)
-        same_runs = own.n and own.repetitions is not None and own.repetitions == base.repetitions
-        if not same_runs or min(base.values) <= 0:
-            return None
-        values = tuple(v / b for v, b in zip(own.values, base.values, strict=True))
-        return intervals.Sample(values, own.repetitions, own.started)
+        return intervals.per_run(self.sample(row), self.sample(row, baseline))
 
     def terms(self, *rows: pd.Series, relative_to=()) -> tuple[list, str | None]:
         """The samples and powers of a / b (two points) or (a / b) / (c / d) (four); with
