@@ -977,14 +977,12 @@ def outside_region(entry: dict, params: dict) -> str | None:
                 return None
     near = min(shapes, key=lambda s: _distance(s["params"], want, keys))
     apart = ", ".join(f"{k}={want[k]}" for k in keys if near["params"][k] != want[k])
-    found = FOUND[near["verdict"]]
+    found, why = FOUND[near["verdict"]], "; ".join(near["why"])
     if not apart:
-        why = f": {'; '.join(near['why'])}" if near["why"] else ""
-        return f"the proxy was compared at this shape and {found} there{why}"
-    why = f" ({'; '.join(near['why'])})" if near["why"] else ""
+        return f"the proxy was compared at this shape and {found} there" + (why and f": {why}")
     return (
         f"the proxy's fidelity was not shown at this shape: at the nearest compared shape "
-        f"({near['shape']}) it {found}{why}, and this point has {apart}"
+        f"({near['shape']}) it {found}{why and f' ({why})'}, and this point has {apart}"
     )
 
 
