@@ -223,6 +223,7 @@ def writer_config(params: dict, target: float | None = None) -> dict:
     """What :mod:`tierbench.cfd_writer` needs, from the point's parameters (``target``: the
     compute per step, when the point does not give it)."""
     p = with_defaults(params)
+    target = compute_target(p) if target is None else target
     return {
         "cells": cells_per_rank(p),
         "steps": p["steps"],
@@ -230,12 +231,25 @@ def writer_config(params: dict, target: float | None = None) -> dict:
         "file_handler": p["file_handler"],
         "write_format": p["write_format"],
         "purge_write": p["purge_write"],
-        "compute_target": compute_target(p) if target is None else target,
+        "compute_target": target,
         "sweeps": None,  # found by the ranks for compute_target
         "warmup_steps": p["warmup_steps"],
         "baseline_steps": p["baseline_steps"],
         "fsync": bool(p["fsync"]),
         "file_set": p["file_set"],
+        **step_extras(p, target),
+    }
+
+
+def step_extras(p: dict, target: float | None) -> dict:
+    """The log and fresh memory of each step (cfd_writer's StepExtras): the application's,
+    as a part of its time per step, so none where the point computes nothing."""
+    if target == 0:
+        return {"log_writes": 0, "log_bytes": 0, "fresh_bytes": 0}
+    return {
+        "log_writes": p["log_writes_per_step"],
+        "log_bytes": p["log_bytes_per_step"],
+        "fresh_bytes": p["fresh_memory_per_cell_step"] * cells_per_rank(p),
     }
 
 
@@ -438,8 +452,10 @@ def calibration_file(job: Job) -> Path | None:
 
 
 def calibration_key(config: dict, p: dict) -> str:
-    """What a sweep count holds for: the ranks of one member, its cells, its target."""
-    return f"{p['ranks']}x{config['cells']}@{config['compute_target']:.6g}"
+    """What a sweep count holds for: the ranks of one member, its cells, its target, and
+    what else its step does."""
+    extras = f"log {config['log_writes']}/{config['log_bytes']} B, fresh {config['fresh_bytes']} B"
+    return f"{p['ranks']}x{config['cells']}@{config['compute_target']:.6g} ({extras})"
 
 
 def known_calibration(job: Job, key: str) -> dict | None:
