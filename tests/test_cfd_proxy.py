@@ -596,6 +596,62 @@ def test_no_compute_means_no_sweeps_and_no_calibration(tmp_path):
     assert (result["sweeps"], result["calibration"]) == (0, None)
 
 
+def test_a_steps_log_is_its_calls_and_bytes_spread_over_its_sweeps():
+    lines = cfd_writer.StepExtras(log_writes=9, log_bytes=797).lines()
+    assert len(lines) == 9 and sum(map(len, lines)) == 797
+    assert all(line.count(b"\n") == 1 and line.endswith(b"\n") for line in lines)
+    due = cfd_writer.spread(9, 346)
+    assert due[0] == 0 and due == sorted(due) and due[-1] < 346
+    gaps = np.diff(due)
+    assert gaps.max() - gaps.min() <= 1  # even over the step
+    assert cfd_writer.spread(3, 0) == [0, 0, 0]
+    assert cfd_writer.StepExtras().lines() == []
+
+
+def test_the_step_extras_are_the_applications_per_cell_and_none_without_compute():
+    config = cfd_proxy.writer_config(PARAMS)
+    defaults = cfd_proxy.DEFAULTS
+    assert config["fresh_bytes"] == defaults["fresh_memory_per_cell_step"] * 1500
+    assert (config["log_writes"], config["log_bytes"]) == (
+        defaults["log_writes_per_step"],
+        defaults["log_bytes_per_step"],
+    )
+    idle = cfd_proxy.writer_config({**PARAMS, "compute_per_cell_step": 0})
+    assert (idle["log_writes"], idle["log_bytes"], idle["fresh_bytes"]) == (0, 0, 0)
+    quiet = cfd_proxy.writer_config({**PARAMS, "log_writes_per_step": 0})
+    # a sweep count found with one step's extras does not hold for another's
+    key = cfd_proxy.calibration_key
+    assert key(config, PARAMS) != key(quiet, PARAMS)
+
+
+@needs_mpi
+def test_each_step_logs_and_faults_in_what_it_is_set_to(tmp_path):
+    """Every step, the master's log calls reach its output and its fresh memory is faulted
+    in: a run with 400 kB a step against one with none, same sweeps."""
+    params = {**PARAMS, "steps": 8, "write_interval": "none", "warmup_steps": 2}
+    config = {**cfd_proxy.writer_config({**params, "ranks": 1}), "sweeps": 3}
+    config.update(log_writes=5, log_bytes=300, fresh_bytes=400_000)
+    command = cfd_proxy.launch_command("mpiexec", 1, 1, local=True)
+    runs = {}
+    for name, fresh in (("fresh", 400_000), ("none", 0)):
+        out = tmp_path / f"{name}.json"
+        argv = [
+            *command, sys.executable, "-m", "tierbench.cfd_writer",
+            "--case", str(tmp_path / name), "--out", str(out),
+            "--config", json.dumps({**config, "fresh_bytes": fresh}),
+        ]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, env=mpi_env(), timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs[name] = (done.stdout, json.loads(out.read_text()))
+    output, result = runs["fresh"]
+    logged = [line for line in output.splitlines() if line.startswith(b"cfd_writer:")]
+    assert len(logged) == (8 + 2) * 5  # the warm-up and the measured steps, 5 calls each
+    assert result["step_extras"] == {"log_writes": 5, "log_bytes": 300, "fresh_bytes": 400_000}
+    pages = 400_000 / os.sysconf("SC_PAGE_SIZE")
+    assert result["page_faults_per_step"] >= 0.9 * pages, result["page_faults_per_step"]
+    assert runs["none"][1]["page_faults_per_step"] < 0.2 * pages
+
+
 def application_job(tmp_path, monkeypatch, **params):
     """A job of the proxy at ``params`` whose compute is the application's, with openfoam's
     run replaced by one that notes what it was asked and takes 4 ms per step."""
