@@ -165,6 +165,21 @@ def test_log_gives_each_iterations_linear_solves():
     assert iterations[0].solves["p"] == sum(p_solves)
 
 
+def test_the_log_per_step_is_what_lies_between_execution_time_lines():
+    text = fixture_text(LOG)
+    found = openfoam.log_per_step(text)
+    lines = text.splitlines(keepends=True)
+    ends = [i for i, line in enumerate(lines) if line.startswith("ExecutionTime = ")]
+    between = lines[ends[0] + 1 : ends[-1] + 1]
+    assert found["steps"] == len(ends) - 1 == 5
+    assert found["lines"] == pytest.approx(len(between) / 5, abs=0.01)
+    assert found["bytes"] == pytest.approx(sum(len(line) for line in between) / 5, abs=0.1)
+    step = "Time = 2\n\nsmoothSolver:  Solving for Ux\nExecutionTime = 0.1 s  ClockTime = 0 s\n\n"
+    two = "banner\n" + step + step.replace("2", "3") + step.replace("2", "4")
+    assert openfoam.log_per_step(two) == {"bytes": len(step), "lines": 5, "steps": 2}
+    assert openfoam.log_per_step(step) is None
+
+
 def fitted_steps(cost: float, noise: float, seed: int = 3, steps: int = 200) -> list:
     """Step times whose solver work varies with the p solver's iterations, a write every
     other step costing ``cost``, and white noise: (time, wrote, solves) per step."""

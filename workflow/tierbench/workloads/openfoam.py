@@ -144,6 +144,7 @@ TIMES = re.compile(r"^ExecutionTime = (\S+) s\s+ClockTime = (\S+) s")
 FATAL = re.compile(r"FOAM FATAL (?:IO )?ERROR")
 SOLVE = re.compile(r"^\w+:\s+Solving for (\w+),.*No Iterations (\d+)")
 EXECUTION_LINE = re.compile(rb"^(?:\[\d+\]\s*)*ExecutionTime = ")
+EXECUTION_LINES = re.compile(r"^(?:\[\d+\]\s*)*ExecutionTime = .*\n", re.MULTILINE)
 #: a crash on a floating point exception (not the banner's "trapFpe: ... enabled" line)
 SIGFPE = re.compile(
     r"sigFpe::sigHandler|signal 8 \(Floating point exception\)|^Floating point exception \(core",
@@ -570,6 +571,23 @@ def parse_iterations(text: str) -> list[Iteration]:
             found.append(Iteration(current, cpu, clock, solves))
             current = None
     return found
+
+
+def log_per_step(text: str) -> dict | None:
+    """Bytes and lines the solver logs per time step, between its first and last
+    ExecutionTime lines (None below two): what cfd_proxy's ``log_bytes_per_step`` and
+    ``log_writes_per_step`` stand for. OpenFOAM flushes each line as one write call,
+    but "Time = N" and the blank line after it go in one."""
+    ends = [m.end() for m in EXECUTION_LINES.finditer(text)]
+    if len(ends) < 2:
+        return None
+    between = text[ends[0] : ends[-1]]
+    steps = len(ends) - 1
+    return {
+        "bytes": round(len(between.encode()) / steps, 1),
+        "lines": round(between.count("\n") / steps, 2),
+        "steps": steps,
+    }
 
 
 def check_log(
@@ -1137,6 +1155,7 @@ def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solve
         "tree": found,
         "writes": len(writes),
         "time_steps": len(iterations),
+        "log_per_step": log_per_step(text),
         "started_s": round(member.started, 4),
         "ended_s": round(member.ended, 4),
     }
