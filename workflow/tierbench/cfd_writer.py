@@ -114,10 +114,10 @@ class StepExtras:
     (``srun``, ``slurmstepd``, ``mpiexec``), which runs on the node's cores;
     and it takes about 300 B per cell of fresh memory from the kernel every
     step and gives it back (0.0736 minor faults per cell and step at 10,000
-    cells, 0.0743 at 40,000), 12 % of its step in the kernel. Members of an
-    ensemble wait on both: on the cluster about half of simpleFoam's slowdown
-    beside a second member was its own work and half waiting for a core. A
-    proxy that only sweeps does neither, and its members slowed each other
+    cells, 0.0743 at 40,000), 12 % of its step in the kernel. On the cluster
+    about half of simpleFoam's slowdown beside a second member was its own CPU
+    time growing and half waiting for a core while the launcher's daemons ran;
+    a proxy that only swept did neither, and its members slowed each other
     less. The calibration times a step with these in it, so the sweeps make up
     the rest of the application's time.
     """
