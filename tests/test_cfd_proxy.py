@@ -652,6 +652,16 @@ def test_each_step_logs_and_faults_in_what_it_is_set_to(tmp_path):
     assert runs["none"][1]["page_faults_per_step"] < 0.2 * pages
 
 
+def test_a_launchs_output_reaches_its_log_through_a_pipe(tmp_path):
+    """Every line, in order, also when the launch flushes them one by one."""
+    script = "import os\nfor i in range(500): os.write(1, b'line %d\\n' % i)"
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    cfd_proxy.copy_output(process.stdout, tmp_path / "member0.log")
+    assert process.wait() == 0
+    lines = (tmp_path / "member0.log").read_text().splitlines()
+    assert lines == [f"line {i}" for i in range(500)]
+
+
 def application_job(tmp_path, monkeypatch, **params):
     """A job of the proxy at ``params`` whose compute is the application's, with openfoam's
     run replaced by one that notes what it was asked and takes 4 ms per step."""
