@@ -433,8 +433,8 @@ def start_members(
             "command": command,
             "session": session,
             "process": None,
+            "reader": None,
         }
-        member["reader"] = None
         members.append(member)
         try:
             member["process"] = subprocess.Popen(
@@ -619,14 +619,17 @@ def stop(members: list[dict]) -> None:
             shutil.rmtree(m["session"], ignore_errors=True)
 
 
-def copy_output(stream, log_path: Path) -> None:
-    """A launch's output into its log as it comes, the file written buffered, as the
-    openfoam workload's tee copies simpleFoam's. A log line flushed by the proxy then
-    reaches the tier a buffer at a time, as the application's does, and not as one write
-    each: so written, on the cluster's GlusterFS tier, the proxy's members slowed each
-    other 1.23x without writes where simpleFoam's slowed each other 1.13x."""
+def copy_output(stream, log_path: Path, each_line: Callable[[bytes], None] | None = None) -> None:
+    """A launch's output into its log as it comes, the file written buffered; the
+    openfoam workload's tee copies simpleFoam's with it (``each_line`` sees every line as
+    it arrives). A log line flushed by the proxy then reaches the tier a buffer at a time,
+    as the application's does, and not as one write each: so written, on the cluster's
+    GlusterFS tier, the proxy's members slowed each other 1.23x without writes where
+    simpleFoam's slowed each other 1.13x."""
     with open(log_path, "wb") as log:
         for line in iter(stream.readline, b""):
+            if each_line is not None:
+                each_line(line)
             log.write(line)
     stream.close()
 

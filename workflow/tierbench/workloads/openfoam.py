@@ -115,6 +115,7 @@ from .cfd_proxy import (
     SESSION_VARS,
     alone_first,
     check_write_interval,
+    copy_output,
     error_of_mean,
     launch_command,
     launch_env,
@@ -144,7 +145,8 @@ TIMES = re.compile(r"^ExecutionTime = (\S+) s\s+ClockTime = (\S+) s")
 FATAL = re.compile(r"FOAM FATAL (?:IO )?ERROR")
 SOLVE = re.compile(r"^\w+:\s+Solving for (\w+),.*No Iterations (\d+)")
 EXECUTION_LINE = re.compile(rb"^(?:\[\d+\]\s*)*ExecutionTime = ")
-EXECUTION_LINES = re.compile(r"^(?:\[\d+\]\s*)*ExecutionTime = .*\n", re.MULTILINE)
+#: the same lines found in a whole log's text, each with its line end
+EXECUTION_LINES = re.compile(EXECUTION_LINE.pattern.decode() + r".*\n", re.MULTILINE)
 #: a crash on a floating point exception (not the banner's "trapFpe: ... enabled" line)
 SIGFPE = re.compile(
     r"sigFpe::sigHandler|signal 8 \(Floating point exception\)|^Floating point exception \(core",
@@ -931,12 +933,12 @@ class Member:
 
 def tee(stream, log_path: Path, stamps: list[float], origin: float) -> None:
     """Copy the solver's output into its log, noting when each ExecutionTime line arrives."""
-    with open(log_path, "wb") as log:
-        for line in iter(stream.readline, b""):
-            if EXECUTION_LINE.search(line):
-                stamps.append(time.perf_counter() - origin)
-            log.write(line)
-    stream.close()
+
+    def note(line: bytes) -> None:
+        if EXECUTION_LINE.search(line):
+            stamps.append(time.perf_counter() - origin)
+
+    copy_output(stream, log_path, note)
 
 
 def run_tool(command: list[str], case: Path, name: str, env: dict) -> float:
