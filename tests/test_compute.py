@@ -91,6 +91,20 @@ def test_an_interruption_during_the_probe_does_not_end_it_early():
     assert calls[calls.index(8) : calls.index(8) + 3] == [8, 8, 16]  # timed again, went on
 
 
+def test_interruptions_in_a_row_during_the_probe_do_not_end_it_early():
+    """A busy node interrupts runs in a row: the probe's amount is timed as often as no
+    work was before the probe ends on it."""
+    timed, calls = clock(noise=0.0)
+    slow_runs = iter([0.03] * (compute.REPEATS - 1))
+
+    def slow_at_8(units: int) -> float:
+        return timed(units) + (next(slow_runs, 0.0) if units == 8 else 0.0)
+
+    units, _ = compute.calibrate(slow_at_8, TARGET)
+    assert took(units) == pytest.approx(TARGET, rel=0.01)
+    assert calls.count(8) == compute.REPEATS and 16 in calls  # timed until quiet, went on
+
+
 def test_a_target_below_what_no_work_takes_asks_for_none():
     timed, calls = clock(noise=0.0, fixed=0.05)
     units, samples = compute.calibrate(timed, 0.04)

@@ -79,8 +79,9 @@ def calibrate(
     One untimed run first (first touch, clocks), then no work ``repeats`` times:
     what a step or evaluation costs besides the work (a target below that needs
     none). Then amounts doubling from 1 until the work adds a quarter of what
-    the target asks of it (timed again before the probe ends on it: an
-    interruption must not end it early), for a first guess; then the guess and
+    the target asks of it (timed again, up to as often as no work was, before
+    the probe ends on it: interruptions must not end it early), for a first
+    guess; then the guess and
     its half, ``repeats`` times each, alternating, and another round (up to
     MAX_ROUNDS) while more work does not take longer (a busy machine). The
     answer lies between or near the amounts timed, where a line fits best. It
@@ -96,7 +97,9 @@ def calibrate(
     enough, units = PROBE_SHARE * (target - fixed), 1
     while True:
         added = timed(units) - fixed
-        if added >= enough:  # confirmed, or it was an interruption
+        for _ in range(repeats - 1):  # confirmed as often as no work was timed, or it was
+            if added < enough:  # an interruption (a busy node interrupts runs in a row)
+                break
             added = min(added, timed(units) - fixed)
         if added >= enough or units >= MAX_PROBE:
             break
