@@ -695,13 +695,33 @@ def test_from_application_times_the_application_at_the_same_shape(tmp_path, monk
     assert list(tier.iterdir()) == []
 
 
-def partner_record(path, write_interval, **values) -> str:
+def partner_record(path, write_interval, ensemble=1, **values) -> str:
     """An application's raw record as the pipeline writes it, for a proxy's partner."""
     metrics = [metric(name, value, "s") for name, value in values.items()]
-    record = {"spec": {"params": {"write_interval": write_interval}}, "metrics": metrics,
+    params = {"write_interval": write_interval, "ensemble": ensemble}
+    record = {"spec": {"params": params}, "metrics": metrics,
               "started_at": "2026-11-27T18:00:00+00:00"}  # fmt: skip
     path.write_text(json.dumps(record))
     return str(path)
+
+
+def test_an_ensembles_partner_gives_its_member_alone_never_the_loaded_steps(tmp_path):
+    """The proxy's members slow each other themselves: a target from the application's
+    ensemble would count that twice. Its member alone is taken where it wrote nothing;
+    after an ensemble that wrote, the shape's own timing is (None here)."""
+    params = {**PARAMS, "ensemble": 2, "compute_per_cell_step": "from_application"}
+    quiet = partner_record(
+        tmp_path / "q.json", "none", ensemble=2, time_per_step=0.012, time_per_step_alone=0.01
+    )
+    job = Job(spec={"params": params, "partner_record": quiet}, folder=None)
+    target, note = cfd_proxy.partner_step_time(job)
+    assert (target, note["metric"]) == (0.01, "time_per_step_alone")
+    wrote = partner_record(
+        tmp_path / "w.json", 100, ensemble=2, time_per_step=0.012, time_per_step_nowrite=0.011,
+        time_per_step_alone=0.01,
+    )  # fmt: skip
+    after_writes = Job(spec={**job.spec, "partner_record": wrote}, folder=None)
+    assert cfd_proxy.partner_step_time(after_writes) is None
 
 
 @needs_mpi

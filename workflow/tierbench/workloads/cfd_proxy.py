@@ -166,6 +166,10 @@ def partner_step_time(job: Job) -> tuple[float, dict] | None:
     Where a slow spell of a shared machine lasts minutes, a timing kept from the shape's
     first job sets every later job's compute from that spell (target / real 1.3-1.6 in one
     sweep here); the run just before is the application at this job's moment.
+
+    An ensemble's steps are its members' under each other's load, which the proxy's members
+    must add themselves: its member alone is taken where it wrote nothing, and otherwise
+    the shape's timing (None here).
     """
     path = job.spec.get("partner_record")
     if not path:
@@ -175,11 +179,17 @@ def partner_step_time(job: Job) -> tuple[float, dict] | None:
     except (OSError, ValueError) as error:
         job.log(f"the application's run before this one cannot be read ({error})")
         return None
-    wrote = record["spec"]["params"].get("write_interval") not in (None, "none")
+    params = record["spec"]["params"]
+    wrote = params.get("write_interval") not in (None, "none")
     name = "time_per_step_nowrite" if wrote else "time_per_step"
+    if int(params.get("ensemble", 1)) > 1:
+        if wrote:
+            job.log("the application's run just before was an ensemble that wrote")
+            return None
+        name = "time_per_step_alone"
     values = {m["metric"]: m["value"] for m in record["metrics"] if m.get("status") == "ok"}
     if not values.get(name):
-        job.log("the application's run just before has no steps without writes: timing it now")
+        job.log(f"the application's run just before has no {name}: timing it now")
         seconds, timed = time_application(job)
         return seconds, {**timed, "after_partner": str(path)}
     job.log(f"the application's run just before: {values[name]:.4g} s a step without writes")
