@@ -26,7 +26,9 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from collections import Counter
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -334,6 +336,9 @@ def main() -> int:
     goals = (at_least(1.0), at_most(900.0, "s"))
     scratch = Path(args.scratch) / f"tierbench-repeat-{os.getpid()}"
     scratch.mkdir(parents=True)
+    # a SIGTERM (kill, a batch system's time limit) unwinds like Ctrl-C: the cluster it
+    # started is stopped and the copies removed; a run started with & ignores Ctrl-C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         rows = repeatability(
             scratch,
