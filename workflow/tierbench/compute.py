@@ -81,11 +81,11 @@ def calibrate(
     none). Then amounts doubling from 1 until the work adds a quarter of what
     the target asks of it (timed again, up to as often as no work was, before
     the probe ends on it: interruptions must not end it early), for a first
-    guess; then the guess and
-    its half, ``repeats`` times each, alternating, and another round (up to
-    MAX_ROUNDS) while more work does not take longer (a busy machine). The
-    answer lies between or near the amounts timed, where a line fits best. It
-    costs six targets' time and the probe's, seven to nine in all.
+    guess; then the guess and its half, ``repeats`` times each, alternating,
+    and another round (up to MAX_ROUNDS) while more work does not take longer
+    (a busy machine). The answer lies between or near the amounts timed, where
+    a line fits best. It costs six targets' time and the probe's, seven to
+    nine in all.
     """
     if target <= 0:
         return 0, []

@@ -541,7 +541,7 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
         "--config", json.dumps(config, sort_keys=True),
         "--out", str(out),
     ]  # fmt: skip
-    try:  # its output through a pipe, as the members' (copy_output)
+    try:  # its output through a pipe, as the members' is, kept in the log once it ends
         done = subprocess.run(
             command,
             stdout=subprocess.PIPE,
