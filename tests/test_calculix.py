@@ -270,6 +270,10 @@ def test_paired_baseline_analyses_each_evaluation_again_without_field_output(ccx
         {"evaluations": [record], "wall_time": 1.0})}  # fmt: skip
     expected = (record["cpu_time"] - baseline["cpu_time"]) / record["increments"]
     assert metrics["output_cost_per_increment"] == pytest.approx(expected)
+    # the kernel's part: ccx's and this worker's
+    assert record["sys_time"] >= record["solver_sys_time"]
+    kernel = (record["sys_time"] - baseline["sys_time"]) / record["increments"]
+    assert metrics["output_kernel_cost_per_increment"] == pytest.approx(kernel)
 
 
 def test_a_failing_target_fails_the_point(ccx, tmp_path, monkeypatch):

@@ -529,6 +529,10 @@ def test_paired_baseline_gives_the_outputs_cost_per_increment(tmp_path, monkeypa
     )
     assert cost["unit"] == "s" and cost["value"] == pytest.approx(expected, rel=1e-6)
     assert "output_cost_per_increment_wall" in metrics
+    kernel = np.median(
+        [(e["sys_time"] - e["baseline"]["sys_time"]) / e["increments"] for e in evaluations]
+    )
+    assert metrics["output_kernel_cost_per_increment"]["value"] == pytest.approx(kernel, rel=1e-6)
     # the compute: each evaluation's analysis without field output, as the fidelity takes it
     quiet = np.median([e["baseline"]["eval_time"] for e in evaluations])
     assert metrics["eval_time_baseline_median"]["value"] == pytest.approx(quiet, rel=1e-6)

@@ -366,6 +366,30 @@ def test_a_cost_measured_within_each_job_is_preferred(proxy_cost, decision):
     assert entry["verdict"] == (fidelity.FAITHFUL if decision == "agrees" else fidelity.DIFFERS)
 
 
+def test_a_cost_that_differs_says_how_much_of_each_was_in_the_kernel():
+    """The proxy formats its output in half ccx's time, and its kernel part (the file
+    system's work) is ccx's: the line differs, and says the write path is not why."""
+    rows = []
+    for workload, cost in (("calculix", 0.000200), ("fe_proxy", 0.000100)):
+        found = fe_rows(workload, workload, 8, 0.05, {"frd_every": 0}, increments=40)
+        found = [r for r in found if r["point"] == "out=True"]
+        for r in [r for r in found if r["metric"] == "wall_time"]:
+            wobble = 1e-6 * r["repetition"]
+            found.append({**r, "metric": "output_cost_per_increment", "value": cost + wobble})
+            found.append({**r, "metric": "output_kernel_cost_per_increment", "value": 20e-6})
+            found.append({**r, "metric": "eval_time_baseline_median", "value": 0.2})
+        rows += found
+    (entry,) = fidelity.fidelity(pd.DataFrame(rows))["proxies"]
+    (cost,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per increment"]
+    assert cost["decision"] == fidelity.DIFFERS
+    assert cost["explains"] == (
+        "per increment: fe_proxy 103 us, 20 us of it in the kernel; "
+        "calculix 203 us, 20 us of it in the kernel"
+    )
+    (shape,) = entry["shapes"]
+    assert shape["verdict"] == fidelity.DIFFERS and "20 us of it in the kernel" in shape["why"][0]
+
+
 @pytest.mark.parametrize(("proxy_time", "decision"), [(0.2, "agrees"), (0.015, "differs")])
 def test_fe_compute_is_the_evaluation_without_field_output(proxy_time, decision):
     """The bar's solve alone takes milliseconds where ccx takes 0.2 s."""

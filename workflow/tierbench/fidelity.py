@@ -18,7 +18,9 @@ parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
   (the pair's ``cost_metric``), else the time with writes minus without (from
   untraced experiments: a traced run's times mean nothing); for FE, per
   increment, since each solver takes its own number of increments, and
-  without field output (``frd_every: 0``) as neither runs with none at all;
+  without field output (``frd_every: 0``) as neither runs with none at all,
+  and how much of it each spent in the kernel (the file system's work, the
+  pair's ``cost_kernel_metric``) beside the line;
 - the tier ratio each sees: the headline time on a device tier / a RAM tier;
 - over shapes that differ only in size (cells per rank, elements), the I/O
   cost per write split into a fixed part and a part per MB, proxy beside real
@@ -614,9 +616,12 @@ def cost_rows(report: Report, m: Match) -> None:
     if own and None not in own:
         medians = (own[0].median, own[1].median)
         share = share_of_a_step(m, pair, medians[1])
-        note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})", share]))
+        explains = "; ".join(filter(None, [share, kernel_part(m, pair)]))
+        note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})", explains]))
         interval = intervals.ratio(*own)
-        report.judged("I/O cost", quantity, m, *medians, "s", interval, note=note, explains=share)
+        report.judged(
+            "I/O cost", quantity, m, *medians, "s", interval, note=note, explains=explains
+        )
         return
     if m.proxy_base is None or m.real_base is None:
         # shown, not judged: the verdict needs at least one point with both baselines
@@ -650,6 +655,23 @@ def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
         return ""
     share = 100 * real_cost / step.median
     return f"a write costs {pair.real} {share:.3g} % of its step without writes"
+
+
+def kernel_part(m: Match, pair: Pair) -> str:
+    """Each one's cost per write and how much of it was spent in the kernel (the file
+    system's work; the rest is user code, formatting the output): a cost that differs
+    outside the kernel is not the tier's write path. Medians of the runs."""
+    if not pair.cost_kernel_metric:
+        return ""
+    kernel = [p.median(pair.cost_kernel_metric) for p in (m.proxy, m.real)]
+    total = [p.median(pair.cost_metric) for p in (m.proxy, m.real)]
+    if None in kernel or None in total:
+        return ""
+    parts = [
+        f"{name} {_fmt(t, 's')}, {_fmt(k, 's')} of it in the kernel"
+        for name, k, t in zip((pair.proxy, pair.real), kernel, total, strict=True)
+    ]
+    return f"per {pair.write_unit}: " + "; ".join(parts)
 
 
 def bytes_per_write_unit(point: Point, pair: Pair) -> float | None:

@@ -76,6 +76,10 @@ class Pair:
     #: that write against those that do not), FE's ``output_cost_per_increment`` (each
     #: evaluation against the same analysis without field output, ``paired_baseline``)
     cost_metric: str | None = None
+    #: the part of ``cost_metric`` spent in the kernel (FE: system CPU time, where the file
+    #: system's work is; the rest is the solve and formatting the output): shown beside a
+    #: cost line, it tells a proxy whose write path is off from one whose formatting is
+    cost_kernel_metric: str | None = None
     #: the compute: what it is called, its metric on a no-output baseline point and the same
     #: time measured within an output run (CFD: its steps without a write; FE: each
     #: evaluation's paired analysis without field output)

@@ -40,7 +40,8 @@ A file-system error (a full tier) propagates; the folder is deleted either way.
 Times per evaluation: ``cpu_time`` is the CPU time of the evaluation (this
 worker's and the ``ccx`` process's, from its rusage: on a RAM tier the output
 is all CPU work, and unlike the wall time this leaves out waiting for a core
-on a shared machine); ``solver_time`` is the wall time of the ``ccx`` process
+on a shared machine), of which ``sys_time`` in the kernel (both processes');
+``solver_time`` is the wall time of the ``ccx`` process
 (start to exit); ``fs_time`` is this workload's own file-system calls around
 it (mkdir, deck write, opening the log, reading ``job.dat`` back, listing the
 folder, deleting it); ``eval_time`` is the whole evaluation. ccx's own writes
@@ -363,7 +364,7 @@ def evaluate(task: dict) -> dict:
 def analyse(task: dict, model: fe_deck.Model) -> dict:
     """One CalculiX analysis in ``task['folder']``; returns its record (a failure included)."""
     target = _WORKER["target"]
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, kernel = time.perf_counter(), time.process_time(), fe_optimisation.kernel_time()
     text = fe_deck.deck(model, fe_optimisation.individual(task["parameters"]), task["label"])
     run = run_ccx(task["folder"], text, _WORKER["solver_log"])
     record = {
@@ -388,6 +389,7 @@ def analyse(task: dict, model: fe_deck.Model) -> dict:
         solver_time=run.solver_time,
         solver_user_time=run.solver_user_time,
         solver_sys_time=run.solver_sys_time,
+        sys_time=fe_optimisation.kernel_time() - kernel + run.solver_sys_time,
         fs_time=run.fs_time,
         bytes=sum(run.files.values()),
         files=len(run.files),

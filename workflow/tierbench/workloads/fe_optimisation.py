@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -170,7 +171,7 @@ def with_baseline(
     runs = ((measured, task), (baseline, quiet_task))
     done = [run(t) for run, t in (runs if odd else runs[::-1])]
     record, quiet = (done[0], done[1]) if odd else (done[1], done[0])
-    keep = ("cpu_time", "eval_time", "increments", "bytes")
+    keep = ("cpu_time", "sys_time", "eval_time", "increments", "bytes")
     record["baseline"] = {k: quiet[k] for k in keep} if quiet.get("ok") else None
     return record
 
@@ -206,7 +207,18 @@ def run_metrics(outcome: dict) -> list[dict]:
                 (e[key] - e["baseline"][key]) / e["increments"] for e in paired
             )
             found.append(metric(name, cost, "s"))
+        if all("sys_time" in e and "sys_time" in e["baseline"] for e in paired):
+            kernel = statistics.median(
+                (e["sys_time"] - e["baseline"]["sys_time"]) / e["increments"] for e in paired
+            )
+            found.append(metric("output_kernel_cost_per_increment", kernel, "s"))
     return found
+
+
+def kernel_time() -> float:
+    """This process's CPU time in the kernel so far: an evaluation's share of it holds the
+    file system's work (the rest of its CPU time is the solve and formatting the output)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
 def written_metrics(evals: list[dict]) -> list[dict]:
