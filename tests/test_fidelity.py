@@ -589,6 +589,34 @@ def test_a_cost_taken_within_each_run_says_what_share_of_a_step_a_write_is():
     assert float(share.group(1)) == pytest.approx(10, abs=0.1), cost["note"]
 
 
+@pytest.mark.parametrize(
+    ("error", "decision"), [(None, fidelity.DIFFERS), (0.015, fidelity.WITHIN_NOISE)]
+)
+def test_a_cost_each_run_knows_only_roughly_is_not_decided_on_its_runs_alone(error, decision):
+    """Each run's cost is fitted from its own steps, with a standard error (write_cost_se):
+    the proxy's runs, all above the application's, 'differ' on the bare values, and do
+    not within errors as large as the costs; the line says how many more writes would do."""
+    rows = cfd_rows("openfoam", "real", files=FILES["openfoam"], seed=1)
+    rows += cfd_rows("cfd_proxy", "proxy", files=FILES["openfoam"])
+    for r in [r for r in rows if r["metric"] == "time_per_step" and r["write_interval"] == 1]:
+        cost = REAL_COST[r["tier"]] * (2.0 if r["workload"] == "cfd_proxy" else 1.0)
+        rows.append({**r, "metric": "write_cost", "value": cost * (0.9 + 0.05 * r["repetition"])})
+        if error is not None:
+            rows.append({**r, "metric": "write_cost_se", "value": error})
+    entry = cfd_verdict(pd.DataFrame(rows))
+    (line,) = [r for r in entry["rows"] if r["quantity"] == "I/O cost per write"
+               and r["tier"] == "shm"]  # fmt: skip
+    assert line["decision"] == decision, line
+    told = re.search(
+        r"a run of openfoam knows its cost to \+-15 ms \(standard error\); ([0-9,]+)x the "
+        r"writes a run would know it to 5 %",
+        line["explains"],
+    )
+    assert bool(told) is (error is not None), line["explains"]
+    if told:  # (15 ms / (5 % of the median cost, 10.5 ms)) ** 2
+        assert int(told.group(1).replace(",", "")) == round((0.015 / 0.000525) ** 2)
+
+
 def costed_sweep(proxy: tuple[float, float], real=(0.002, 0.001)) -> pd.DataFrame:
     """Cells per rank over two decades, 200 B a cell, each workload's cost per write (within
     each run) a fixed part plus a part per MB: (s, s per MB)."""

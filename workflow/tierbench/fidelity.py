@@ -15,8 +15,11 @@ parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
   the tier ratio: to a proxy that computes a tenth of what the application
   does, a write is a far larger part of its step;
 - the I/O cost per write: measured within each run where the workload does
-  (the pair's ``cost_metric``), else the time with writes minus without (from
-  untraced experiments: a traced run's times mean nothing); for FE, per
+  (the pair's ``cost_metric``, with each run's standard error ``<cost_metric>_se``
+  inside its interval where the workload gives one: a cost fitted from one run's
+  few writes may be known to no better than itself), else the time with writes
+  minus without (from untraced experiments: a traced run's times mean
+  nothing); for FE, per
   increment, since each solver takes its own number of increments, and
   without field output (``frd_every: 0``) as neither runs with none at all,
   and how much of it each spent in the kernel (the file system's work, the
@@ -45,7 +48,7 @@ import itertools
 import json
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -110,6 +113,14 @@ class Point:
     def median(self, metric: str) -> float | None:
         found = self.sample(metric)
         return found.median if found is not None else None
+
+    def estimated(self, metric: str) -> Sample | None:
+        """The metric's sample with each run's standard error (``<metric>_se``) where the
+        workload gives one: a cost fitted from one run's steps is itself uncertain."""
+        found, errors = self.sample(metric), self.sample(f"{metric}_se")
+        if found is None or errors is None or errors.repetitions != found.repetitions:
+            return found
+        return replace(found, errors=errors.values)
 
 
 def load_points(results: pd.DataFrame, traced_experiments: set[str]) -> list[Point]:
@@ -612,11 +623,11 @@ def cost_rows(report: Report, m: Match) -> None:
     """The I/O cost per write (FE: per increment), proxy beside real: measured within each
     run, else with output minus without."""
     pair, quantity = report.pair, f"I/O cost per {report.pair.write_unit}"
-    own = [point.sample(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
+    own = [point.estimated(pair.cost_metric) for point in (m.proxy, m.real) if pair.cost_metric]
     if own and None not in own:
         medians = (own[0].median, own[1].median)
         share = share_of_a_step(m, pair, medians[1])
-        explains = "; ".join(filter(None, [share, kernel_part(m, pair)]))
+        explains = "; ".join(filter(None, [share, run_error(own[1], pair), kernel_part(m, pair)]))
         note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})", explains]))
         interval = intervals.ratio(*own)
         report.judged(
@@ -655,6 +666,25 @@ def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
         return ""
     share = 100 * real_cost / step.median
     return f"a write costs {pair.real} {share:.3g} % of its step without writes"
+
+
+#: the standard error of a run's cost, relative to the cost, that decides a 10 % band
+DECIDING_ERROR = 0.05
+
+
+def run_error(real: Sample, pair: Pair) -> str:
+    """How well one run of the application knows its own cost (the median of its runs'
+    standard errors), and how many times the writes a run would need to know it to 5 %
+    (the error shrinks with the square root of the writes): where the error is as large
+    as the cost, three runs cannot decide it."""
+    if real.errors is None:
+        return ""
+    error, cost = float(np.median(real.errors)), real.median
+    found = f"a run of {pair.real} knows its cost to +-{_fmt(error, 's')} (standard error)"
+    more = (error / (DECIDING_ERROR * cost)) ** 2 if cost and cost > 0 else 0.0
+    if more > 1:
+        found += f"; {more:,.0f}x the {pair.write_unit}s a run would know it to 5 %"
+    return found
 
 
 def kernel_part(m: Match, pair: Pair) -> str:

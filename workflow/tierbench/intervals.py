@@ -12,6 +12,12 @@ numbers whose runs went back to back, repetition by repetition, so a drift of
 the machine between repetitions hits both alike. Otherwise each point is
 resampled on its own.
 
+A repetition's value may itself be an estimate with a standard error of its
+own (a write's cost fitted from the steps of one run): such a sample carries
+its ``errors``, and every resample draws each picked value from a normal
+around it with that error, so three runs whose costs are each known to
++-1.5 ms cannot decide a ratio their bare values would seem to.
+
 With one repetition of a point there is nothing to resample: the interval is
 unknown and says so; with few repetitions it is wide, which is the point. The
 percentile bootstrap of a median is known to cover somewhat less than its
@@ -43,6 +49,8 @@ class Sample:
     values: tuple[float, ...]
     repetitions: tuple[int, ...] | None = None
     started: tuple[float, ...] | None = None
+    #: each value's own standard error, where a run's value is an estimate (see above)
+    errors: tuple[float, ...] | None = None
 
     @property
     def n(self) -> int:
@@ -147,14 +155,19 @@ def resampled_medians(
     samples: list[Sample], groups: list[list[int]], seed: int = SEED, resamples: int = RESAMPLES
 ) -> np.ndarray:
     """Bootstrap medians, a row per resample and a column per sample; the samples of a
-    group (paired: they ran back to back) are resampled with the same picks."""
+    group (paired: they ran back to back) are resampled with the same picks. A sample
+    with ``errors`` has each picked value drawn within its own standard error."""
     rng = np.random.default_rng(seed)
     resampled = np.empty((resamples, len(samples)))
     for group in groups:
         size = samples[group[0]].n
         picks = rng.integers(0, size, size=(resamples, size))
         for i in group:
-            resampled[:, i] = np.median(np.asarray(samples[i].values)[picks], axis=1)
+            values = np.asarray(samples[i].values)[picks]
+            if samples[i].errors is not None:
+                spread = np.asarray(samples[i].errors)[picks]
+                values = values + spread * rng.standard_normal(picks.shape)
+            resampled[:, i] = np.median(values, axis=1)
     return resampled
 
 

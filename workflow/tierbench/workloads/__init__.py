@@ -74,7 +74,8 @@ class Pair:
     #: difference of a point and its baseline, which the machine's drift between two jobs
     #: minutes apart can move by more than a write costs: CFD's ``write_cost`` (the steps
     #: that write against those that do not), FE's ``output_cost_per_increment`` (each
-    #: evaluation against the same analysis without field output, ``paired_baseline``)
+    #: evaluation against the same analysis without field output, ``paired_baseline``);
+    #: its standard error per run, where the workload gives one, is ``<cost_metric>_se``
     cost_metric: str | None = None
     #: the part of ``cost_metric`` spent in the kernel (FE: system CPU time, where the file
     #: system's work is; the rest is the solve and formatting the output): shown beside a
