@@ -533,6 +533,9 @@ def test_paired_baseline_gives_the_outputs_cost_per_increment(tmp_path, monkeypa
         [(e["sys_time"] - e["baseline"]["sys_time"]) / e["increments"] for e in evaluations]
     )
     assert metrics["output_kernel_cost_per_increment"]["value"] == pytest.approx(kernel, rel=1e-6)
+    costs = [(e["cpu_time"] - e["baseline"]["cpu_time"]) / e["increments"] for e in evaluations]
+    error = fe_optimisation.median_error(costs)
+    assert metrics["output_cost_per_increment_se"]["value"] == pytest.approx(error, rel=1e-6)
     # the compute: each evaluation's analysis without field output, as the fidelity takes it
     quiet = np.median([e["baseline"]["eval_time"] for e in evaluations])
     assert metrics["eval_time_baseline_median"]["value"] == pytest.approx(quiet, rel=1e-6)
@@ -540,6 +543,14 @@ def test_paired_baseline_gives_the_outputs_cost_per_increment(tmp_path, monkeypa
     assert list(tier.iterdir()) == []
     plain = run_job(spec(tier), fe_proxy.run)
     assert "output_cost_per_increment" not in {m["metric"] for m in plain["metrics"]}
+
+
+def test_a_medians_standard_error_is_what_theory_gives_for_normal_values():
+    """1.2533 sigma / sqrt(n) for the median of n normal values; an outlier barely moves it."""
+    values = list(np.random.default_rng(4).normal(0.0, 1.0, 400))
+    assert fe_optimisation.median_error(values) == pytest.approx(1.2533 / 20, rel=0.1)
+    assert fe_optimisation.median_error([*values[:-1], 1e3]) == pytest.approx(1.2533 / 20, rel=0.1)
+    assert fe_optimisation.median_error([2.0] * 10) == 0.0
 
 
 # ------------------------------------------------------------------ the compute

@@ -674,16 +674,16 @@ DECIDING_ERROR = 0.05
 
 def run_error(real: Sample, pair: Pair) -> str:
     """How well one run of the application knows its own cost (the median of its runs'
-    standard errors), and how many times the writes a run would need to know it to 5 %
-    (the error shrinks with the square root of the writes): where the error is as large
-    as the cost, three runs cannot decide it."""
+    standard errors), and how many times the writes (FE: evaluations) a run would need
+    to know it to 5 % (the error shrinks with their square root): where the error is as
+    large as the cost, three runs cannot decide it."""
     if real.errors is None:
         return ""
     error, cost = float(np.median(real.errors)), real.median
     found = f"a run of {pair.real} knows its cost to +-{_fmt(error, 's')} (standard error)"
     more = (error / (DECIDING_ERROR * cost)) ** 2 if cost and cost > 0 else 0.0
     if more > 1:
-        found += f"; {more:,.0f}x the {pair.write_unit}s a run would know it to 5 %"
+        found += f"; {more:,.0f}x the {pair.unit}s a run would know it to 5 %"
     return found
 
 
