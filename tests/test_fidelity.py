@@ -589,6 +589,18 @@ def test_a_cost_taken_within_each_run_says_what_share_of_a_step_a_write_is():
     assert float(share.group(1)) == pytest.approx(10, abs=0.1), cost["note"]
 
 
+def test_a_write_many_times_a_step_is_said_in_plain_digits():
+    """GlusterFS writes cost simpleFoam twelve steps: '1,200 %', not '1.2e+03 %'."""
+    rows = cfd_rows("openfoam", "real", files=FILES["openfoam"], seed=1)
+    rows += cfd_rows("cfd_proxy", "proxy", files=FILES["openfoam"])
+    for r in [r for r in rows if r["metric"] == "time_per_step" and r["write_interval"] == 1]:
+        rows.append({**r, "metric": "write_cost", "value": 1.2 * (0.97 + 0.01 * r["repetition"])})
+    entry = cfd_verdict(pd.DataFrame(rows))
+    notes = [r["note"] for r in entry["rows"] if r["quantity"] == "I/O cost per write"]
+    told = [re.search(r"a write costs openfoam (1,[12]\d\d) % of its step", n) for n in notes]
+    assert notes and all(told) and not any("e+" in n for n in notes), notes
+
+
 @pytest.mark.parametrize(
     ("error", "decision"), [(None, fidelity.DIFFERS), (0.015, fidelity.WITHIN_NOISE)]
 )

@@ -665,7 +665,8 @@ def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
     if step is None or step.median <= 0:
         return ""
     share = 100 * real_cost / step.median
-    return f"a write costs {pair.real} {share:.3g} % of its step without writes"
+    share_text = f"{share:.3g}" if share < 1000 else f"{share:,.0f}"  # not 1.2e+03
+    return f"a write costs {pair.real} {share_text} % of its step without writes"
 
 
 #: the standard error of a run's cost, relative to the cost, that decides a 10 % band
