@@ -19,11 +19,11 @@ parameters of its declaration's ``stands_for``, a :class:`Pair`), side by side:
   inside its interval where the workload gives one: a cost fitted from one run's
   few writes may be known to no better than itself), else the time with writes
   minus without (from untraced experiments: a traced run's times mean
-  nothing); for FE, per
-  increment, since each solver takes its own number of increments, and
-  without field output (``frd_every: 0``) as neither runs with none at all,
-  and how much of it each spent in the kernel (the file system's work, the
-  pair's ``cost_kernel_metric``) beside the line;
+  nothing); for FE, per increment, since each solver takes its own number of
+  increments, and without field output (``frd_every: 0``) as neither runs
+  with none at all, and how much of it each spent in the kernel (system calls
+  and page faults, where the file system's work is: the pair's
+  ``cost_kernel_metric``) beside the line;
 - the tier ratio each sees: the headline time on a device tier / a RAM tier;
 - over shapes that differ only in size (cells per rank, elements), the I/O
   cost per write split into a fixed part and a part per MB, proxy beside real
@@ -689,9 +689,11 @@ def run_error(real: Sample, pair: Pair) -> str:
 
 
 def kernel_part(m: Match, pair: Pair) -> str:
-    """Each one's cost per write and how much of it was spent in the kernel (the file
-    system's work; the rest is user code, formatting the output): a cost that differs
-    outside the kernel is not the tier's write path. Medians of the runs."""
+    """Each one's cost per write and how much of it was spent in the kernel (system calls
+    and page faults, where the file system's work is; the rest is user code, formatting
+    the output): a cost that differs outside the kernel is not the tier's write path.
+    Medians of the runs; kernel time is sampled at the clock's ticks, so a part of a few
+    tens of microseconds is noise."""
     if not pair.cost_kernel_metric:
         return ""
     kernel = [p.median(pair.cost_kernel_metric) for p in (m.proxy, m.real)]

@@ -77,9 +77,9 @@ class Pair:
     #: evaluation against the same analysis without field output, ``paired_baseline``);
     #: its standard error per run, where the workload gives one, is ``<cost_metric>_se``
     cost_metric: str | None = None
-    #: the part of ``cost_metric`` spent in the kernel (FE: system CPU time, where the file
-    #: system's work is; the rest is the solve and formatting the output): shown beside a
-    #: cost line, it tells a proxy whose write path is off from one whose formatting is
+    #: the part of ``cost_metric`` spent in the kernel (FE: system CPU time, its system
+    #: calls and page faults, where the file system's work is; the rest is formatting the
+    #: output): beside a cost line, it tells a write path that is off from formatting
     cost_kernel_metric: str | None = None
     #: the compute: what it is called, its metric on a no-output baseline point and the same
     #: time measured within an output run (CFD: its steps without a write; FE: each

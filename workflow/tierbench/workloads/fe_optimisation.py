@@ -226,8 +226,9 @@ def median_error(values: list[float]) -> float:
 
 
 def kernel_time() -> float:
-    """This process's CPU time in the kernel so far: an evaluation's share of it holds the
-    file system's work (the rest of its CPU time is the solve and formatting the output)."""
+    """This process's CPU time in the kernel so far: an evaluation's share of it holds its
+    system calls and page faults, the file system's work among them (the rest of its CPU
+    time is the solve and formatting the output)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 

@@ -39,9 +39,10 @@ one evaluation per worker at a time. Times per evaluation: ``cpu_time`` is
 the worker's CPU time (on a RAM tier the output is all CPU work, and unlike
 the wall time it leaves out waiting for a core); ``io_time`` is the
 time in file-system calls (create, open, write, fsync, close, unlink, read of
-the deck, delete); ``sys_time`` is the part of ``cpu_time`` in the kernel, where
-the file system's work is, and ``compute_time`` the rest of the wall time (the solve, and making the
-text it writes: the .frd's results are the solve's own, formatted as ccx
+the deck, delete); ``sys_time`` is the part of ``cpu_time`` in the kernel
+(system calls and page faults: where the file system's work is);
+``compute_time`` is the rest of the wall time (the solve, and making the text
+it writes: the .frd's results are the solve's own, formatted as ccx
 formats them (``frd``), as formatting is most of what ccx's field output
 costs; the .sta, .cvg and .dat lines carry the solve's numbers, written as
 ccx's Fortran writes them; ccx's standard output is modelled by its size).
