@@ -620,8 +620,8 @@ def test_a_cost_each_run_knows_only_roughly_is_not_decided_on_its_runs_alone(err
                and r["tier"] == "shm"]  # fmt: skip
     assert line["decision"] == decision, line
     told = re.search(
-        r"a run of openfoam knows its cost to \+-15 ms \(standard error\); ([0-9,]+)x the "
-        r"writes a run would know it to 5 %",
+        r"standard error of one run of openfoam's cost 15 ms; ([0-9,]+)x the writes a run "
+        r"would bring it to 5 %",
         line["explains"],
     )
     assert bool(told) is (error is not None), line["explains"]

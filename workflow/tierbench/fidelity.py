@@ -681,10 +681,10 @@ def run_error(real: Sample, pair: Pair) -> str:
     if real.errors is None:
         return ""
     error, cost = float(np.median(real.errors)), real.median
-    found = f"a run of {pair.real} knows its cost to +-{_fmt(error, 's')} (standard error)"
+    found = f"standard error of one run of {pair.real}'s cost {_fmt(error, 's')}"
     more = (error / (DECIDING_ERROR * cost)) ** 2 if cost and cost > 0 else 0.0
     if more > 1:
-        found += f"; {more:,.0f}x the {pair.unit}s a run would know it to 5 %"
+        found += f"; {more:,.0f}x the {pair.unit}s a run would bring it to 5 %"
     return found
 
 
