@@ -627,7 +627,8 @@ def cost_rows(report: Report, m: Match) -> None:
     if own and None not in own:
         medians = (own[0].median, own[1].median)
         share = share_of_a_step(m, pair, medians[1])
-        explains = "; ".join(filter(None, [share, run_error(own[1], pair), kernel_part(m, pair)]))
+        parts = [share, run_error(own[1], pair), kernel_part(m, pair, medians)]
+        explains = "; ".join(filter(None, parts))
         note = "; ".join(filter(None, [f"within each run ({pair.cost_metric})", explains]))
         interval = intervals.ratio(*own)
         report.judged(
@@ -688,21 +689,20 @@ def run_error(real: Sample, pair: Pair) -> str:
     return found
 
 
-def kernel_part(m: Match, pair: Pair) -> str:
+def kernel_part(m: Match, pair: Pair, totals: tuple[float, float]) -> str:
     """Each one's cost per write and how much of it was spent in the kernel (system calls
     and page faults, where the file system's work is; the rest is user code, formatting
     the output): a cost that differs outside the kernel is not the tier's write path.
-    Medians of the runs; kernel time is sampled at the clock's ticks, so a part of a few
-    tens of microseconds is noise."""
+    Medians of the runs (``totals``: the costs', proxy and real); kernel time is sampled at
+    the clock's ticks, so a part of a few tens of microseconds is noise."""
     if not pair.cost_kernel_metric:
         return ""
     kernel = [p.median(pair.cost_kernel_metric) for p in (m.proxy, m.real)]
-    total = [p.median(pair.cost_metric) for p in (m.proxy, m.real)]
-    if None in kernel or None in total:
+    if None in kernel:
         return ""
     parts = [
         f"{name} {_fmt(t, 's')}, {_fmt(k, 's')} of it in the kernel"
-        for name, k, t in zip((pair.proxy, pair.real), kernel, total, strict=True)
+        for name, k, t in zip((pair.proxy, pair.real), kernel, totals, strict=True)
     ]
     return f"per {pair.write_unit}: " + "; ".join(parts)
 
