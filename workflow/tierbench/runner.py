@@ -18,6 +18,8 @@ import argparse
 import errno
 import json
 import os
+import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -100,6 +102,29 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
     }
 
 
+class Stopped(BaseException):
+    """SIGTERM reached the job: its Slurm allocation ended (time limit, ``scancel``, a node
+    lost) or Snakemake was stopped. A BaseException, so no workload's handler turns it into
+    a measured or failed point: the repetition has no result and the next run measures it."""
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM into :class:`Stopped`, so the run folder on the tier is removed on the
+    way out and the log's last line says why the point has no record."""
+
+    def stop(signum, frame):
+        raise Stopped()
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+STOPPED_MESSAGE = (
+    "stopped by SIGTERM before this repetition finished: its Slurm allocation ended (time "
+    "limit, scancel or a lost node) or the run was stopped. It has no record; the same "
+    "command again measures it and what else has no result yet."
+)
+
+
 def load_spec(args: argparse.Namespace) -> dict:
     if args.spec is not None:
         return json.loads(args.spec)
@@ -119,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rep", type=int, default=1, help="repetition (0 is the warm-up)")
     parser.add_argument("--launcher", help="MPI launcher of an MPI workload (mpiexec, srun ...)")
     parser.add_argument(
+        "--member-nodes",
+        type=int,
+        help="under Slurm: nodes of its own each member of an MPI point spans",
+    )
+    parser.add_argument(
         "--partner", help="a proxy's: its application's record of the run just before its own"
     )
     parser.add_argument("--out", required=True, help="raw JSON record to write")
@@ -131,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(str(error)) from None
     if args.launcher:
         spec["launcher"] = args.launcher
+    if args.member_nodes:
+        spec["member_nodes"] = args.member_nodes
     if args.partner:
         spec["partner_record"] = args.partner
     out = Path(args.out)
@@ -139,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         # the study's results folder: what its points share on a node (a proxy's calibration)
         spec["study_dir"] = str(Path(args.plan).parent)
-    record = run_job(spec, get(spec["workload"]).run)
+    stop_on_sigterm()
+    try:
+        record = run_job(spec, get(spec["workload"]).run)
+    except Stopped:
+        where = f"{spec['experiment']} on {spec['tier']}"
+        print(f"tierbench: {where}: {STOPPED_MESSAGE}", file=sys.stderr)
+        return 128 + signal.SIGTERM
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
