@@ -18,21 +18,6 @@ def test_mpi_launcher_follows_the_executor_and_the_job(monkeypatch):
     assert cluster.mpi_launcher("local", {"mpi": "srun --mpi=pmi2"}) == "srun --mpi=pmi2"
 
 
-def test_benchmarks_run_alone_unless_on_exclusive_nodes_with_node_local_tiers():
-    local, shared = {"class": "nvme"}, {"class": "lustre", "shared": True}
-    assert cluster.one_at_a_time(False, local) and cluster.one_at_a_time(True, shared)
-    assert not cluster.one_at_a_time(True, local)
-
-
-def test_under_slurm_the_queue_keeps_benchmarks_apart_not_snakemake():
-    """Locally Snakemake's bench resource holds benchmarks back; under Slurm each job that
-    must run alone waits in the queue for the run's earlier jobs, so none waits for a poll."""
-    assert cluster.bench_slots("local") == 1 and cluster.bench_slots(None) == 1
-    assert cluster.bench_slots("slurm") == 0 and cluster.bench_slots("slurm-jobstep") == 0
-    assert cluster.slurm_extra(False, alone=True) == "--dependency=singleton"
-    assert cluster.slurm_extra(True, alone=True) == "--exclusive --dependency=singleton"
-
-
 def test_runtime_and_memory():
     assert cluster.runtime_minutes(None) == cluster.DEFAULT_RUNTIME_MIN
     assert cluster.runtime_minutes(1) == 5
@@ -43,7 +28,6 @@ def test_runtime_and_memory():
     # capped at 90% of the node: the node's page cache limit is the one a study means
     assert cluster.memory_mb(100 * gib, node_memory_bytes=32 * gib) == int(0.9 * 32 * gib / 1e6) + 1
     assert cluster.slurm_extra(True) == "--exclusive" and cluster.slurm_extra(False) == ""
-    assert cluster.ONE_AT_A_TIME not in cluster.slurm_extra(True, alone=False)
 
 
 def test_missing_partitions():

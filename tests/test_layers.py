@@ -21,8 +21,8 @@ LAYERS = (
         "shared helpers",
         {
             "__init__", "errors", "units", "records", "files", "tiers", "schemas", "job",
-            "rundir", "probe", "mounts", "sharedfs", "cluster", "compute", "native", "foam",
-            "foamcase", "cfd_writer", "syscalls", "pagecache",
+            "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations", "compute",
+            "native", "foam", "foamcase", "cfd_writer", "syscalls", "pagecache",
         },
     ),
     ("workloads", {"workloads", "workloads.*"}),

@@ -1,7 +1,7 @@
 """The pipeline on a real Slurm cluster of two nodes: `snakemake --profile slurm`.
 
 The module starts the cluster on one machine (tierbench.minicluster, through
-tests/minicluster_fixture.py): two Slurm nodes in namespaces, each with its
+tests/minicluster_fixture.py): four Slurm nodes in namespaces, each with its
 own node-local tmpfs, and a GlusterFS volume every node mounts; packages are
 installed with apt-get where missing, and the cluster always comes down
 afterwards. Without root the tests are skipped with the reason, except under
@@ -12,18 +12,24 @@ hardware file config/hardware/minicluster.yaml in a scratch copy of the
 pipeline:
 
 - the default study's smoke preset on the node-local and the shared tier:
-  every benchmark is a Slurm job on one of the nodes, and its record says
-  which job and which node, made inside the job;
-- a small study for the cluster itself: one MPI simulation spanning both
+  its benchmarks run one at a time inside one Slurm allocation (a job group),
+  and each record says which job and which node, made inside the job;
+- a small study for the cluster itself: one MPI simulation spanning two
   nodes (on the node-local tier, where each node has its own folder, and on
-  the shared one), an ensemble whose members run on different nodes on the
-  shared tier, a one-rank run, and two points that cannot run (a partition
+  the shared one), simpleFoam with more ranks than a node has cores on the
+  node-local tier (its case staged to both nodes), an ensemble whose members
+  run on different nodes on the shared tier, a one-rank run, and two points
+  that cannot run (a partition
   the cluster lacks, a tier path missing on the nodes), which end as failed
   points with the reason in their log and in the report while the rest
   completes;
 - document 001's study (cfd_dcpmm without its fidelity experiments) at its
   smoke size: the proxy and simpleFoam on both tiers, single runs, ensembles
-  and staging, results gathered on the submit host;
+  on nodes of their own and staging, in a handful of Slurm jobs, results
+  gathered on the submit host;
+- an allocation cancelled in the middle: only the benchmark that was running
+  is lost, its log says why, and the same command again completes the study
+  with every point once in the results database;
 - the results database on the shared volume, appended to from both nodes at
   once (in this module, so no second cluster waits for the machine's lock);
 - last, a run killed mid-way and the cluster brought down: nothing is left.
@@ -56,14 +62,15 @@ pytestmark = pytest.mark.slurm
 #: poll Slurm every second (the plugin's default first wait is 40 s)
 FAST_POLL = ["--slurm-init-seconds-before-status-checks", "1"]
 HARDWARE = "minicluster"
-NODES = {"node1", "node2"}
+NODES = {f"node{i}" for i in range(1, 5)}
+SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+)")
 
 
 @pytest.fixture(scope="module")
 def slurm():
-    """The two-node cluster for this module; brought down afterwards, also on failure."""
+    """The four-node cluster for this module; brought down afterwards, also on failure."""
     require_minicluster()
-    yield from running_minicluster()
+    yield from running_minicluster(nodes=4)
 
 
 def hardware_file(pipeline, name: str = HARDWARE, **tiers) -> Path:
@@ -97,6 +104,18 @@ def job_ids(frame: pd.DataFrame) -> list[str]:
     return sorted(set(frame["slurm_job_id"].astype(str)))
 
 
+def expand_nodes(node_list: str) -> list[str]:
+    """``node[1-2]`` or ``node1`` as node names."""
+    match = re.fullmatch(r"(\w+?)\[([\d,-]+)\]", node_list)
+    if not match:
+        return node_list.split(",")
+    names = []
+    for part in match[2].split(","):
+        low, _, high = part.partition("-")
+        names += [f"{match[1]}{i}" for i in range(int(low), int(high or low) + 1)]
+    return names
+
+
 def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluster):
     root = hardware_file(pipeline)
     started = time.monotonic()
@@ -116,29 +135,23 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
     assert set(runs["tier"]) == {"local", "shared"}
     assert len(runs) == 18, runs[["experiment", "tier", "point"]]
     assert set(results["status"]) == {"ok"}, results[results["status"] != "ok"]
-    # every benchmark ran as its own Slurm job on a node, and says so from inside it
+    # the benchmarks ran inside one allocation, a Slurm job group, one after another
     assert results["slurm_job_id"].str.fullmatch(r"\d+").all(), results["slurm_job_id"]
-    ids = job_ids(runs)
-    assert len(ids) == len(runs)
+    (allocation,) = ids = job_ids(runs)
+    submitted = SUBMITTED.findall(done.stdout + done.stderr)
+    assert allocation in submitted and len(submitted) == 3, submitted  # preflight, probe
     assert set(results["host"]) <= NODES, set(results["host"])
-    for job_id in ids:
-        job = slurm_job(slurm, job_id)
-        assert job["JobState"] == "COMPLETED", job
-        assert job["Partition"] == slurm.partition
-        assert job["Comment"].startswith("rule_fio_wildcards_default_")
-        assert job["TimeLimit"] != "UNLIMITED"  # runtime= reached sbatch
-        # the record's node is the node Slurm ran the job on
-        (host,) = set(runs.loc[runs["slurm_job_id"] == job_id, "host"])
-        assert job["NodeList"] == host, (job_id, job["NodeList"], host)
-    # one benchmark at a time, kept apart by Slurm's queue, not by Snakemake: jobs were
-    # submitted while earlier ones still ran, and no two jobs' run times overlap
-    times = sorted(
-        (job["StartTime"], job["EndTime"], job["SubmitTime"])
-        for job in (slurm_job(slurm, i) for i in ids)
+    job = slurm_job(slurm, allocation)
+    assert job["JobState"] == "COMPLETED", job
+    assert job["Partition"] == slurm.partition
+    assert job["Comment"].startswith("group_default-round1-1"), job["Comment"]
+    assert job["TimeLimit"] != "UNLIMITED"  # the jobs' shares of runtime= reached sbatch
+    assert set(runs["host"]) <= set(expand_nodes(job["NodeList"]))
+    spans = sorted(
+        (pd.Timestamp(r.started_at), pd.Timestamp(r.started_at) + pd.Timedelta(r.duration_s, "s"))
+        for r in runs.itertuples()
     )
-    pairs = list(itertools.pairwise(times))
-    assert all(start >= end for (_, end, _), (start, _, _) in pairs), times
-    assert any(submitted < end for (_, end, _), (_, _, submitted) in pairs), times
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
 
     raw = root / f"results/{HARDWARE}/default/raw/fio"
     for record in (json.loads(path.read_text()) for path in raw.rglob("rep1.json")):
@@ -162,7 +175,7 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
     for node in nodes:
         assert node["fs_type"] and node["slurm_partition"] == slurm.partition
         assert f"{len(node['slurm_job_ids'])}: {id_ranges(node['slurm_job_ids'])}" in html
-    print(f"smoke study on two Slurm nodes: {len(ids)} benchmark jobs in {elapsed:.0f} s")
+    print(f"smoke study on Slurm: {len(runs)} benchmarks in {len(ids)} job in {elapsed:.0f} s")
 
 
 CFD = {
@@ -209,7 +222,14 @@ CHECK_STUDY = {
             ensemble=2,
             nodes=1,
         ),
-        cfd("single", "a one-rank simulation: a job of one task", ["local"], ranks=1),
+        cfd("single", "a one-rank simulation", ["local"], ranks=1),
+        {
+            "name": "solver_spanning",
+            "workload": "openfoam",
+            "description": "simpleFoam on 4 ranks, nodes of 2 cores: its case on both nodes",
+            "tiers": ["local"],
+            "params": {"ranks": 4, "cells_per_rank": 2000, "steps": 6, "write_interval": 3},
+        },
         {
             "name": "bad_input",
             "workload": "fio",
@@ -259,20 +279,29 @@ def test_mpi_across_nodes_ensembles_and_bad_input(pipeline, slurm: MiniCluster):
     results = read_results(root, "slurmcheck", "slurmcheck")
     assert results["slurm_job_id"].str.fullmatch(r"\d+").all()
     status = results.groupby("experiment")["status"].agg(set)
-    for experiment in ("spanning", "ensemble", "single"):
+    for experiment in ("spanning", "ensemble", "single", "solver_spanning"):
         assert status[experiment] == {"ok"}, results[results["experiment"] == experiment]
 
-    # one simulation over both nodes: on the node-local tier each node wrote its own
+    # one simulation over two nodes: on the node-local tier each node wrote its own
     # rank's folder, and the counts of both still add up (check_counts passed: ok)
     for tier in ("local", "shared"):
         record = record_of(root, "spanning", tier)
         (command,) = record["extra"]["commands"]
         assert command.startswith("srun --mpi=pmix -n 2 -N 2 --relative=0 "), command
         (member,) = record["extra"]["members"]
-        assert member["ranks"] == 2 and set(member["hosts"]) == NODES, member["hosts"]
+        assert member["ranks"] == 2 and set(member["hosts"]) == {"node1", "node2"}
         job = slurm_job(slurm, record["context"]["host"]["slurm_job_id"])
-        assert job["NumNodes"] == "2" and job["NumTasks"] == "2", job
+        assert int(job["NumNodes"]) >= 2, job
         assert job["OverSubscribe"] == "NO", job  # exclusive=True: whole nodes
+
+    # simpleFoam on 4 ranks of 2-core nodes, node-local tier: two nodes, the case on both
+    solver = json.loads(
+        next((root / "results/slurmcheck/slurmcheck/raw/openfoam").rglob("rep1.json")).read_text()
+    )
+    (command,) = solver["extra"]["commands"]
+    assert command.startswith("srun --mpi=pmix -n 4 -N 2 --relative=0 "), command
+    assert solver["extra"]["staged_to_nodes"] == ["member0"], solver["extra"]
+    assert set(solver["extra"]["rank_hosts"]) == {"node1", "node2"}, solver["extra"]
 
     # an ensemble's members on nodes of their own, writing to the one shared tier
     ensemble = record_of(root, "ensemble", "shared")
@@ -280,14 +309,14 @@ def test_mpi_across_nodes_ensembles_and_bad_input(pipeline, slurm: MiniCluster):
     assert [re.search(r" -N 1 --relative=(\d) ", c)[1] for c in commands] == ["0", "1"]
     hosts = [tuple(m["hosts"]) for m in ensemble["extra"]["members"]]
     assert sorted(hosts) == [("node1",), ("node2",)], hosts
-    assert slurm_job(slurm, ensemble["context"]["host"]["slurm_job_id"])["NumNodes"] == "2"
 
-    # one rank: a job of one task (the plugin refuses MPI jobs of one), the rank in its step
+    # one rank on one node of the allocation
     single = record_of(root, "single", "local")
     (command,) = single["extra"]["commands"]
-    assert command.startswith("srun --mpi=pmix -n 1 ") and "--overlap" in command, command
-    # a point that names no nodes is packed on as few as hold its ranks
-    assert slurm_job(slurm, single["context"]["host"]["slurm_job_id"])["NumNodes"] == "1"
+    assert command.startswith("srun --mpi=pmix -n 1 -N 1 --relative=0 "), command
+    # the checks' benchmarks, with a point bound to another partition, in a few jobs
+    submitted = SUBMITTED.findall(output)
+    assert len(submitted) <= 5, submitted  # preflight, probe, two allocations, one to spare
 
     bad = results[results["experiment"] == "bad_input"].set_index("tier")
     assert set(bad["status"]) == {"failed"}
@@ -354,6 +383,61 @@ def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
         assert verdict["status"] != "inconclusive", verdict
         assert "shared/local" in verdict["text"], verdict["text"]
     print(f"cfd_dcpmm smoke on two Slurm nodes: {len(results)} rows in {elapsed:.0f} s")
+
+
+def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
+    pipeline, slurm: MiniCluster
+):
+    """scancel of the allocation while its benchmarks run: what it measured stays, the
+    benchmark it was running says why in its log's last line, and the same command again
+    measures only the rest; the results database then holds every point once."""
+    root = hardware_file(pipeline)
+    args = ("--config", "scale=smoke", f"hardware={HARDWARE}", "repetitions=2", "warmup=False")
+    command = [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL, *args]
+    raw = root / f"results/{HARDWARE}/default/raw"
+    first = subprocess.Popen(
+        command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(raw.rglob("rep*.json"))) < 4:
+            assert first.poll() is None, "the run ended before the allocation measured 4"
+            assert time.monotonic() < deadline, "4 benchmarks not measured in 300 s"
+            time.sleep(0.2)
+        running = slurm.run("squeue", "--noheader", "--states=RUNNING", "--format=%i %k")
+        (allocation,) = [line.split()[0] for line in running.splitlines() if "group_" in line]
+        slurm.run("scancel", allocation)
+        output, _ = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode != 0, output
+    kept = {path: path.stat().st_mtime_ns for path in raw.rglob("rep*.json")}
+    assert 4 <= len(kept) < 36, len(kept)  # 18 points x 2 repetitions
+    logs = root / f"results/{HARDWARE}/default/logs"
+    stopped = [p for p in logs.rglob("*.log") if "stopped by SIGTERM" in p.read_text()]
+    (log,) = stopped
+    assert "the same command again measures it" in log.read_text().strip().splitlines()[-1]
+    record = raw / log.relative_to(logs).with_suffix(".json")
+    assert not record.exists()
+    assert not list(Path(slurm.shared).glob("tierbench-*")), "a run folder left on the volume"
+
+    on_slurm(pipeline, *args)
+    measured = set(raw.rglob("rep*.json"))
+    assert len(measured) == 36 and record in measured
+    assert all(path.stat().st_mtime_ns == when for path, when in kept.items())  # not again
+    conn = sqlite3.connect(root / "results/tierbench.sqlite")
+    try:
+        (run_id,) = [row[0] for row in conn.execute("SELECT run_id FROM runs")]
+        rows = conn.execute(
+            "SELECT experiment, tier, point, repetition, metric, COUNT(*) FROM measurements"
+            " WHERE run_id = ? GROUP BY 1, 2, 3, 4, 5",
+            (run_id,),
+        ).fetchall()
+    finally:
+        conn.close()
+    assert {row[-1] for row in rows} == {1}
+    assert len({row[:4] for row in rows}) == 36
 
 
 #: the database test: appends per node, and seconds for srun and the imports

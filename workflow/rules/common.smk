@@ -11,6 +11,7 @@ import shlex
 import socket
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
@@ -109,6 +110,18 @@ def _hardware():
 
 
 HARDWARE = _hardware()
+
+
+def _queue_limit():
+    """The hardware file's `allocations: queue`: at most that many of a run's jobs wait in
+    the queue at once (--jobs lowered to it). A local run has no --jobs and keeps none."""
+    queue = HARDWARE.get("allocations", {}).get("queue")
+    jobs = workflow.global_resources["_nodes"].value
+    if queue and jobs is not None and jobs > queue:
+        workflow.global_resources["_nodes"] = queue
+
+
+_queue_limit()
 
 
 def _load():
@@ -348,6 +361,7 @@ def report_inputs(studies):
         "runs": [f"{OUT}/{s}/run.json" for s in studies],
         "preflights": [f"{OUT}/{s}/preflight.json" for s in studies],
         "nodes": [f"{OUT}/{s}/provenance/nodes.json" for s in studies],
+        "allocations": [f"{OUT}/{s}/provenance/allocations.json" for s in studies],
         "figures": [
             f"{OUT}/{s}/figures/{family}"
             for s in studies
@@ -396,16 +410,6 @@ def executor_name():
     return plugin.name if plugin is not None else None
 
 
-@per_job
-def bench_slots(wildcards):
-    """Resource `bench`: 1 = one benchmark at a time (the profile caps bench=1), 0 = left to
-    Slurm, which keeps apart the jobs that must not overlap (bench_slurm_extra).
-
-    A function: the executor is known only once the workflow is parsed.
-    """
-    return cluster.bench_slots(executor_name())
-
-
 def bench_threads(workload):
     """Threads of a benchmark job: the workload's own, and on this machine every core.
 
@@ -432,30 +436,74 @@ def bench_threads(workload):
 
 
 def bench_nodes(workload):
-    """Resource `nodes`: the nodes a point spans (its `nodes` estimate, e.g. nodes x ensemble).
-
-    An MPI point that names none is packed on as few nodes as hold its tasks
-    (the hardware file's `cores` per node): its ranks then share the node's
-    local tiers, as on this machine. Unset where neither says.
-    """
-    cores = HARDWARE.get("cores")
-    tasks = point_resource(workload, "tasks")
+    """Resource `nodes`: the nodes a point spans (point_nodes); in an allocation, its."""
 
     @per_job
     def nodes(wildcards):
-        asked = estimate(workload, "nodes", point_of(wildcards, workload).params)
-        if asked is None and cores and get_workload(workload).mpi:
-            return -(-tasks(wildcards) // cores)
-        return asked
+        if in_allocations():
+            return allocation_of(wildcards, workload).nodes
+        return point_nodes(point_of(wildcards, workload))
 
     return nodes
 
 
+def bench_tasks(workload):
+    """Resource `tasks`: what the workload estimates; in an allocation, as many on every
+    node as any of its jobs puts on one (with `--ntasks-per-node`, bench_slurm_extra)."""
+    own = point_resource(workload, "tasks") if get_workload(workload).mpi else bench_nodes(workload)
+
+    @per_job
+    def tasks(wildcards):
+        if in_allocations():
+            return allocation_of(wildcards, workload).tasks
+        return own(wildcards)
+
+    return tasks
+
+
+def point_nodes(point):
+    """The nodes a point spans: its `nodes` estimate (e.g. nodes x ensemble), else under
+    Slurm each member's nodes times the members (member_nodes), else an MPI point packed
+    on as few nodes as hold its tasks (the hardware file's `cores` per node). None where
+    nothing says."""
+    workload = get_workload(point.workload)
+    asked = estimate(point.workload, "nodes", point.params)
+    if asked is not None or not workload.mpi:
+        return asked
+    each = member_nodes(point)
+    if each:
+        return each * int(point.params.get("ensemble", 1))
+    cores = HARDWARE.get("cores")
+    return (
+        -(-int(estimate(point.workload, "tasks", point.params)) // cores)
+        if cores
+        else None
+    )
+
+
+def member_nodes(point):
+    """Nodes of its own for each member of an MPI point under Slurm, when it names none:
+    as many as hold one member's ranks (the hardware file's `cores` per node), where the
+    partition has that many for every member (document 001 gave each member nodes of its
+    own); None otherwise (members packed, as Slurm places them)."""
+    cores = HARDWARE.get("cores")
+    if not in_allocations() or not cores or not get_workload(point.workload).mpi:
+        return None
+    if point.params.get("nodes"):
+        return None
+    each = -(-int(point.params["ranks"]) // cores)
+    members = int(point.params.get("ensemble", 1))
+    return each if each * members <= cluster.nodes_to_spread_over(HARDWARE) else None
+
+
 def bench_runtime(workload):
-    """Resource `runtime` (minutes): from the workload's `runtime_s(params)` estimate."""
+    """Resource `runtime` (minutes): from the workload's `runtime_s(params)` estimate; in an
+    allocation its share, which Snakemake adds up to the allocation's time limit."""
 
     @per_job
     def runtime(wildcards):
+        if in_allocations():
+            return allocation_share(wildcards, workload)
         params = point_of(wildcards, workload).params
         return cluster.runtime_minutes(estimate(workload, "runtime_s", params))
 
@@ -481,22 +529,33 @@ def bench_mem_mb(workload):
 
 
 def bench_mem_mb_per_cpu(workload):
-    """Resource `mem_mb_per_cpu` for MPI jobs: `mem_mb` spread over the tasks, so
-    each `srun --exact` launch in the allocation gets its share and ensemble
-    members start together instead of waiting for the first one's memory."""
+    """Resource `mem_mb_per_cpu`: `mem_mb` spread over the job's CPUs (an MPI job's
+    tasks, another's threads or nodes), so each `srun --exact` launch in the allocation
+    gets its share and ensemble members start together instead of waiting for the first
+    one's memory. At most a CPU's share of a node: an allocation asks for the most any
+    of its jobs does per CPU, times its CPUs."""
     total = bench_mem_mb(workload)
-    tasks = point_resource(workload, "tasks")
+    spec = get_workload(workload)
+    cpus = point_resource(
+        workload, "tasks" if spec.mpi else ("nodes" if spec.nodes else "threads")
+    )
+    node_share = None
+    if HARDWARE.get("memory") and HARDWARE.get("cores"):
+        from tierbench.units import parse_size
+
+        node_share = int(0.9 * parse_size(HARDWARE["memory"]) / 1e6 / HARDWARE["cores"])
 
     @per_job
     def mem_mb_per_cpu(wildcards):
-        return -(-total(wildcards) // max(1, tasks(wildcards)))
+        share = -(-total(wildcards) // max(1, cpus(wildcards)))
+        return min(share, node_share) if node_share else share
 
     return mem_mb_per_cpu
 
 
 def bench_slurm_extra(workload):
-    """Resource `slurm_extra`: whole nodes with `exclusive: true`, and one benchmark at a time
-    unless its nodes are exclusive and its tier node-local (tierbench.cluster.one_at_a_time).
+    """Resource `slurm_extra`: whole nodes with `exclusive: true` (one value for all jobs of an
+    allocation; allocations run one at a time, see in_allocations).
 
     A function: the executor is known only once the workflow is parsed.
     """
@@ -504,10 +563,10 @@ def bench_slurm_extra(workload):
 
     @per_job
     def extra(wildcards):
-        if not cluster.on_slurm(executor_name()):
+        if not in_allocations():
             return cluster.slurm_extra(exclusive)
-        tier = TIERS[point_of(wildcards, workload).tier] if exclusive else {}
-        return cluster.slurm_extra(exclusive, cluster.one_at_a_time(exclusive, tier))
+        per_node = allocation_of(wildcards, workload).tasks_per_node
+        return cluster.slurm_extra(exclusive, tasks_per_node=per_node)
 
     return extra
 
@@ -562,12 +621,198 @@ def bench_mpi(workload):
     rank there (tierbench.workloads.cfd_proxy.launch_command).
     """
     tasks = point_resource(workload, "tasks")
+    is_mpi = get_workload(workload).mpi
 
     @per_job
     def mpi(wildcards):
-        return mpi_launcher() if tasks(wildcards) > 1 else None
+        if in_allocations():
+            # one value for the whole group (Snakemake requires it of a text resource)
+            ranks = allocation_of(wildcards, workload).tasks
+            return mpi_launcher() if ranks > 1 else None
+        return mpi_launcher() if is_mpi and tasks(wildcards) > 1 else None
 
     return mpi
+
+
+# Allocations (tierbench.allocations): under the Slurm executor a study's benchmarks are
+# packed into a few Slurm jobs, Snakemake job groups named by allocation_group. Each job
+# takes bench=1, as locally: the group's jobs are then laid end to end (its time limit is
+# their sum, its nodes their most), and one allocation runs at a time.
+from tierbench import allocations  # noqa: E402
+from tierbench.units import parse_duration_minutes  # noqa: E402
+
+#: the group of an allocation's jobs: Snakemake merges its unconnected parts into one job
+ALLOCATION_GROUP = "allocation"
+
+
+def in_allocations():
+    """Are benchmarks packed into allocations? Under the Slurm executor, inside one of its
+    allocations (where Snakemake runs the jobs with its local executor), and in a dry run
+    for a hardware file whose scheduler is Slurm (the plan a user checks first)."""
+    executor = executor_name()
+    if executor == "dryrun":
+        return HARDWARE.get("scheduler") == "slurm"
+    return cluster.on_slurm(executor) or cluster.in_slurm_job()
+
+
+def allocation_limits():
+    """The site's limits from the hardware file's `allocations`; at most the partition's
+    own time limit where Slurm can say (sinfo), else none."""
+    wanted = HARDWARE.get("allocations", {})
+    at_most = wanted.get("at_most")
+    if at_most is None:
+        at_most = cluster.partition_time_limit(HARDWARE.get("partition"))
+    else:
+        at_most = parse_duration_minutes(at_most)
+    return allocations.Limits(
+        at_most_minutes=at_most,
+        at_least_minutes=parse_duration_minutes(wanted.get("at_least", 0)),
+        queue=wanted.get("queue"),
+    )
+
+
+def allocation_bench(point, rep):
+    """A repetition as the packing sees it: its minutes, nodes, ranks and partition."""
+    params, workload = point.params, point.workload
+    tier = TIERS.get(point.tier, {})
+    ranks = estimate(workload, "tasks", params) if get_workload(workload).mpi else 1
+    nodes = point_nodes(point)
+    return allocations.Bench(
+        point=matrix.point_id(point),
+        rep=rep,
+        seconds=allocations.step_seconds(estimate(workload, "runtime_s", params)),
+        nodes=int(nodes or 1),
+        tasks=int(ranks),
+        partition=tier.get("partition") or HARDWARE.get("partition") or "",
+    )
+
+
+def allocation_units(study, reps_of):
+    """A study's jobs in the order they run: each point's warm-up and repetitions together,
+    a proxy's interleaved with its application's. Snakemake submits of an allocation only
+    the jobs that have no result yet, so a second run fills its allocations with what the
+    first left (the time limit is of those jobs alone)."""
+    proxies = {}
+    for proxy_key, partner in PARTNERS.items():
+        proxies.setdefault(partner.key, []).append(POINTS[proxy_key])
+    paired = {proxy.key for group in proxies.values() for proxy in group}
+
+    def to_run(point):
+        return [allocation_bench(point, rep) for rep in reps_of(point)]
+
+    units = []
+    for point in study_points(study):
+        if point.key in paired:
+            continue
+        unit = to_run(point)
+        for proxy in proxies.get(point.key, []):
+            unit = allocations.interleave(unit, to_run(proxy))
+        units.append(unit)
+    return units
+
+
+def first_round(point):
+    return matrix.repetitions(STUDIES[point.study], point.experiment)
+
+
+_ALLOCATIONS = {}
+#: (point id, repetition) -> (its allocation, the job as packed)
+_ALLOCATION_OF = {}
+
+
+def study_allocations(study, extra=False):
+    """The allocations of a study's first round, or of the repetitions its undecided
+    lessons asked for (one more round, packed alike once the checkpoint has said)."""
+    key = (study, extra)
+    if key not in _ALLOCATIONS:
+        reps_of = first_round
+        if extra:
+            wanted = {}
+            for path in study_records(SimpleNamespace(study=study)):
+                wanted.setdefault(os.path.dirname(path), []).append(path)
+
+            def reps_of(point):
+                folder = os.path.dirname(raw_path(point, 0))
+                done = set(first_round(point))
+                return [
+                    int(Path(path).stem[3:])
+                    for path in wanted.get(folder, [])
+                    if int(Path(path).stem[3:]) not in done
+                ]
+
+        made = allocations.pack(
+            allocation_units(study, reps_of),
+            allocation_limits(),
+            f"{study}-{'more' if extra else 'round1'}",
+        )
+        _ALLOCATIONS[key] = made
+        for allocation in made:
+            for job, share in allocation.shares().items():
+                _ALLOCATION_OF[job] = (allocation, share)
+        if made:
+            what = "the added repetitions" if extra else "benchmarks"
+            lines = [allocations.describe(a) for a in made]
+            logger.info(
+                f"Slurm allocations of study {study}, {what}:\n" + "\n".join(lines)
+            )
+        for line in allocations.short_ones(made, allocation_limits()):
+            logger.warning(line)
+    return _ALLOCATIONS[key]
+
+
+def allocation_plan(study):
+    """What plan.json says of the allocations under Slurm (nothing locally)."""
+    if not in_allocations():
+        return {}
+    return {
+        "allocations": [a.summary() for a in study_allocations(study)],
+        "allocation_limits": vars(allocation_limits()),
+    }
+
+
+def allocation_of(wildcards, workload):
+    """The allocation a benchmark job runs in."""
+    point = point_of(wildcards, workload)
+    rep, wanted = int(wildcards.rep), matrix.point_id(point)
+    study_allocations(point.study, extra=rep not in first_round(point))
+    if (wanted, rep) not in _ALLOCATION_OF:
+        raise WorkflowError(f"no allocation holds {wanted} repetition {rep}")
+    return _ALLOCATION_OF[(wanted, rep)][0]
+
+
+def allocation_share(wildcards, workload):
+    """A job's whole minutes of its allocation's time limit (Allocation.shares)."""
+    allocation_of(wildcards, workload)
+    wanted = matrix.point_id(point_of(wildcards, workload))
+    return _ALLOCATION_OF[(wanted, int(wildcards.rep))][1]
+
+
+def allocation_group(workload):
+    """Group: the allocation of a benchmark job under Slurm; None locally (no groups)."""
+
+    @per_job
+    def group(wildcards):
+        if not in_allocations():
+            return None
+        name = allocation_of(wildcards, workload).name
+        merge_allocation_parts(name)
+        return name
+
+    return group
+
+
+def merge_allocation_parts(name):
+    """Snakemake submits each connected part of a group as a job of its own unless told how
+    many parts to merge (--group-components, per group or per the group it was named
+    from): every allocation merges all of its parts. Set as the graph is built, once the
+    command line's settings have replaced those of the parse."""
+    workflow.parent_groupids[name] = ALLOCATION_GROUP
+    settings = workflow.group_settings
+    if ALLOCATION_GROUP not in settings.group_components:
+        settings.group_components = {
+            **settings.group_components,
+            ALLOCATION_GROUP: 10**9,
+        }
 
 
 def paper_studies():
@@ -578,33 +823,26 @@ def paper_studies():
 def benchmark_resources(workload):
     """Resources of a workload's jobs, under the names snakemake-executor-plugin-slurm reads.
 
-    An MPI workload asks for `tasks` ranks and memory per CPU (so each member
-    of an ensemble gets its share of the allocation) and gets its launcher as
-    the `mpi` resource; any other asks for one node and memory per job, or, with
-    a `nodes` estimate, for those nodes and a task on each.
+    Every job asks for memory per CPU, so that each member of an ensemble gets
+    its share of the allocation and the jobs of one allocation add up alike. An
+    MPI workload asks for `tasks` ranks of one CPU each; any other for one task
+    of its threads, or, with a `nodes` estimate, for those nodes and a task on
+    each. `mpi` is the launcher (one value for all jobs of an allocation).
     """
     name = workload.name
     common = {
-        "bench": bench_slots,
+        "bench": 1,
         "runtime": bench_runtime(name),
         "slurm_partition": SLURM_PARTITION,
         "slurm_extra": bench_slurm_extra(name),
+        "mpi": bench_mpi(name),
+        "mem_mb_per_cpu": bench_mem_mb_per_cpu(name),
     }
-    if workload.mpi:
-        return {
-            **common,
-            "mpi": bench_mpi(name),
-            "tasks": point_resource(name, "tasks"),
-            "nodes": bench_nodes(name),
-            "cpus_per_task": 1,
-            "mem_mb_per_cpu": bench_mem_mb_per_cpu(name),
-        }
-    if workload.nodes is not None:
-        # a command on each of its nodes (stage: srun -N <n> --ntasks-per-node=1 cp):
+    if workload.mpi or workload.nodes is not None:
+        # stage runs a command on each of its nodes (srun -N <n> --ntasks-per-node=1 cp):
         # Slurm keeps the nodes of a job only when it asks for a task on each
-        nodes = bench_nodes(name)
-        return {**common, "mem_mb": bench_mem_mb(name), "nodes": nodes, "tasks": nodes}
-    return {**common, "mem_mb": bench_mem_mb(name), "nodes": 1}
+        return {**common, "tasks": bench_tasks(name), "nodes": bench_nodes(name), "cpus_per_task": 1}
+    return {**common, "nodes": bench_nodes(name), "cpus_per_task": point_resource(name, "threads")}
 
 
 #: The shell command of every benchmark job: one short line, pasteable to re-run
@@ -618,13 +856,16 @@ RUN_POINT = (
 
 
 def launcher_option(workload):
-    """Param `launcher`: ` --launcher <the MPI launcher>` for an MPI workload, else empty."""
+    """Param `launcher`: ` --launcher <the MPI launcher>` for an MPI workload, and under
+    Slurm ` --member-nodes N`, the nodes of its own each member spans (member_nodes)."""
     if not workload.mpi:
         return ""
 
     @per_job
     def option(wildcards):
-        return f" --launcher {shlex.quote(mpi_launcher())}"
+        each = member_nodes(point_of(wildcards, workload.name))
+        spread = f" --member-nodes {each}" if each else ""
+        return f" --launcher {shlex.quote(mpi_launcher())}{spread}"
 
     return option
 

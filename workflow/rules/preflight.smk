@@ -2,7 +2,11 @@
 
 
 rule plan:
-    """Tiers and complete parameters of every point: what each job of the study reads."""
+    """Tiers and complete parameters of every point: what each job of the study reads.
+
+    Under Slurm it also lists the allocations the benchmarks were packed into (not a
+    parameter: another packing, e.g. after a cancelled allocation, reruns nothing).
+    """
     output:
         f"{OUT}/{{study}}/plan.json",
     log:
@@ -11,7 +15,10 @@ rule plan:
     params:
         plan=lambda wildcards: study_plan(wildcards.study),
     run:
-        write_json(params.plan, output[0])
+        write_json(
+            {**params.plan, **allocation_plan(wildcards.study)},
+            output[0],
+        )
 
 
 rule preflight:

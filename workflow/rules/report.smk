@@ -22,6 +22,7 @@ rule aggregate:
         ),
         summary=f"{OUT}/{{study}}/summary.csv",
         nodes=f"{OUT}/{{study}}/provenance/nodes.json",
+        allocations=f"{OUT}/{{study}}/provenance/allocations.json",
     log:
         f"{OUT}/{{study}}/logs/aggregate.log",
     conda:
@@ -30,7 +31,8 @@ rule aggregate:
         noise=config.get("noise_threshold", 0.25),
     shell:
         "python -m tierbench.aggregate --results {output.results} --summary {output.summary}"
-        " --nodes {output.nodes} --noise-threshold {params.noise} {input} 2> {log}"
+        " --nodes {output.nodes} --allocations {output.allocations}"
+        " --noise-threshold {params.noise} {input} 2> {log}"
 
 
 rule figures:

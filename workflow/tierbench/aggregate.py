@@ -129,6 +129,48 @@ def node_provenance(paths: list[str]) -> list[dict]:
     return sorted(groups.values(), key=lambda e: (e["tier"], e["host"]))
 
 
+def allocation_use(paths: list[str]) -> dict:
+    """How much of the node time the Slurm allocations held went to benchmarks.
+
+    Per allocation (a Slurm job that ran benchmarks one after another): its nodes, from
+    its start to the end of its last benchmark, against the benchmarks' own wall times.
+    What follows the last benchmark (Snakemake's exit) is not counted, so the share is an
+    upper bound; start-up, Snakemake between benchmarks and the runner's probe are what
+    it leaves out. Empty outside Slurm.
+    """
+    jobs: dict[str, dict] = {}
+    for path in paths:
+        record = json.loads(Path(path).read_text())
+        host = record.get("context", {}).get("host", {})
+        if not host.get("slurm_job_start"):
+            continue
+        began = pd.Timestamp(record["started_at"]).timestamp()
+        job = jobs.setdefault(
+            str(host["slurm_job_id"]),
+            {"nodes": host.get("slurm_job_nodes", 1), "start": host["slurm_job_start"]},
+        )
+        job["end"] = max(job.get("end", 0.0), began + record["duration_s"])
+        job["benchmark_s"] = job.get("benchmark_s", 0.0) + record["duration_s"]
+        job["benchmarks"] = job.get("benchmarks", 0) + 1
+    rows = [
+        {
+            "slurm_job_id": job_id,
+            "nodes": job["nodes"],
+            "benchmarks": job["benchmarks"],
+            "held_s": round(job["end"] - job["start"], 1),
+            "benchmark_s": round(job["benchmark_s"], 1),
+        }
+        for job_id, job in sorted(jobs.items(), key=lambda item: int(item[0]))
+    ]
+    held = sum(r["nodes"] * r["held_s"] for r in rows)
+    used = sum(r["nodes"] * r["benchmark_s"] for r in rows)
+    return {
+        "allocations": rows,
+        "node_hours": round(held / 3600, 3),
+        "benchmark_share": round(used / held, 3) if held > 0 else None,
+    }
+
+
 def param_columns(frame: pd.DataFrame) -> list[str]:
     fixed = set(LEADING_COLUMNS + TRAILING_COLUMNS + PAGE_CACHE_COLUMNS)
     return [c for c in frame.columns if c not in fixed]
@@ -213,12 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", required=True)
     parser.add_argument("--noise-threshold", type=float, default=0.25)
     parser.add_argument("--nodes", help="JSON: each tier as seen from inside its jobs, per node")
+    parser.add_argument("--allocations", help="JSON: the Slurm allocations' node time used")
     parser.add_argument("raw", nargs="+")
     args = parser.parse_args(argv)
     frame = load_records(args.raw)
     frame.to_csv(args.results, index=False)
     if args.nodes:
         Path(args.nodes).write_text(json.dumps(node_provenance(args.raw), indent=1) + "\n")
+    if args.allocations:
+        use = json.dumps(allocation_use(args.raw), indent=1)
+        Path(args.allocations).write_text(use + "\n")
     summary = summarise(frame, args.noise_threshold)
     summary.to_csv(args.summary, index=False)
     noisy = int(summary["noisy"].fillna(False).astype(bool).sum())

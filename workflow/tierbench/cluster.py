@@ -23,6 +23,8 @@ import shutil
 import subprocess
 from functools import cache
 
+from .units import parse_duration_minutes
+
 #: executor plugins that run jobs as Slurm jobs (the submitting side and the job side)
 SLURM_EXECUTORS = ("slurm", "slurm-jobstep")
 #: MPI launcher inside a Slurm allocation: PMIx works with Debian's and most
@@ -93,39 +95,18 @@ def memory_mb(planned_bytes: int, extra_mb: float = 0, node_memory_bytes: int | 
     return max(BASE_MEM_MB // 2, math.ceil(wanted))
 
 
-#: Slurm starts a job with this dependency only when every earlier job of the same name and
-#: user has ended; the plugin names every job of a run alike (its run id)
-ONE_AT_A_TIME = "--dependency=singleton"
+def slurm_extra(exclusive: bool, tasks_per_node: int | None = None) -> str:
+    """Options the plugin has no resource for: whole nodes with ``exclusive: true``, and
+    in an allocation the tasks each node holds (``--ntasks-per-node``), so that a step of
+    two ranks finds them on one node where the allocation also spans two.
 
-
-def one_at_a_time(exclusive: bool, tier: dict) -> bool:
-    """Must this benchmark run alone? Yes where jobs may share nodes, or where the tier is
-    shared between nodes (NFS, Lustre: two benchmarks on different nodes still meet on the
-    file system); only exclusive nodes with a node-local tier let benchmarks run side by side.
+    Benchmarks need no option to keep apart: they run one at a time inside an
+    allocation, and allocations one after another (tierbench.allocations).
     """
-    return not exclusive or tier.get("shared", False)
-
-
-def slurm_extra(exclusive: bool, alone: bool = False) -> str:
-    """Options the plugin has no resource for: whole nodes, and one benchmark at a time.
-
-    Under Slurm the queue itself keeps benchmarks apart (``ONE_AT_A_TIME``): Snakemake
-    submits them all and the next starts the moment one ends. Held back by Snakemake's
-    ``bench`` resource instead, each would wait for the plugin's next status check, which
-    backs off by 10 s per check up to 180 s: on a study of short jobs that was a third of
-    the wall time.
-    """
-    options = (["--exclusive"] if exclusive else []) + ([ONE_AT_A_TIME] if alone else [])
+    options = ["--exclusive"] if exclusive else []
+    if tasks_per_node:
+        options.append(f"--ntasks-per-node={tasks_per_node}")
     return " ".join(options)
-
-
-def bench_slots(executor: str | None) -> int:
-    """How much of the global ``bench`` resource (capped at 1) a benchmark job takes.
-
-    1, one benchmark at a time, on a workstation; 0 under Slurm, whose queue keeps apart
-    the jobs that must not overlap (:func:`slurm_extra`).
-    """
-    return 0 if on_slurm(executor) else 1
 
 
 def _ask_slurm(command: list[str]) -> str | None:
@@ -137,6 +118,44 @@ def _ask_slurm(command: list[str]) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout
+
+
+@cache
+def partition_time_limit(partition: str | None) -> int | None:
+    """Minutes a job may run in the partition (the default one if None), or None when
+    unlimited or when Slurm cannot be asked."""
+    found = _ask_slurm(["sinfo", "--noheader", "--format=%P %l"])
+    for line in (found or "").splitlines():
+        name, _, limit = line.partition(" ")
+        default = name.endswith("*")
+        if (partition and name.rstrip("*") in partition.split(",")) or (not partition and default):
+            try:
+                return parse_duration_minutes(limit.strip())
+            except ValueError:  # "infinite"
+                return None
+    return None
+
+
+def nodes_to_spread_over(hardware: dict) -> int:
+    """Nodes an MPI point's members may spread over: inside an allocation its own, else
+    the hardware file's `nodes`, else the partition's (sinfo); 1 when nothing says."""
+    if os.environ.get("SLURM_JOB_NUM_NODES"):
+        return int(os.environ["SLURM_JOB_NUM_NODES"])
+    return hardware.get("nodes") or partition_nodes(hardware.get("partition")) or 1
+
+
+@cache
+def partition_nodes(partition: str | None) -> int | None:
+    """Nodes of the partition (the default one if None), or None when Slurm cannot be asked."""
+    found = _ask_slurm(["sinfo", "--noheader", "--format=%P %D"])
+    counts: dict[str, int] = {}
+    for line in (found or "").splitlines():
+        name, _, count = line.partition(" ")
+        if (partition and name.rstrip("*") in partition.split(",")) or (
+            not partition and name.endswith("*")
+        ):
+            counts[name] = counts.get(name, 0) + int(count)  # a line per node state
+    return sum(counts.values()) or None
 
 
 @cache

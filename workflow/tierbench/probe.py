@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .records import utc_now
@@ -163,8 +164,28 @@ def probe_host() -> dict:
         "usable_cores": usable_cores(),
         "memory_bytes": memory_bytes(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        **slurm_allocation(),
         "probed_at": utc_now(),
     }
+
+
+def slurm_allocation() -> dict:
+    """Inside a Slurm job: its nodes and when it started (squeue, local time as epoch
+    seconds), from which the report tells how much of the allocated node time benchmarks
+    used; nothing elsewhere."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return {}
+    found = {"slurm_job_nodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1)}
+    try:
+        done = subprocess.run(
+            ["squeue", "--noheader", "--format=%S", "--jobs", job],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        started = time.mktime(time.strptime(done.stdout.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return found
+    return {**found, "slurm_job_start": started}
 
 
 def _os_release() -> str:

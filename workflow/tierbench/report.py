@@ -161,6 +161,7 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
         "noisy": int(summary["noisy"].fillna(False).astype(bool).sum()),
         "provenance": provenance,
         "nodes": nodes,
+        "allocations": read_json(study_dir / "provenance" / "allocations.json", {}),
         "runs": int(
             results[["point", "tier", "experiment", "repetition"]].drop_duplicates().shape[0]
         ),

@@ -1,7 +1,8 @@
-"""Byte sizes as people write them in configs (``64MiB``, ``4k``, ``1g``)."""
+"""Byte sizes and durations as people write them in configs (``64MiB``, ``4k``, ``2h``)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
@@ -40,3 +41,36 @@ def format_size(n_bytes: float) -> str:
             return f"{text} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(min|m|h|d|s)?\s*$", re.IGNORECASE)
+_MINUTES = {"s": 1 / 60, "m": 1, "min": 1, "h": 60, "d": 24 * 60}
+#: Slurm's own form: [days-]hours:minutes:seconds, minutes:seconds or minutes
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_duration_minutes(value: int | str) -> int:
+    """Whole minutes (rounded up) of ``90``, ``30min``, ``2h``, ``1d`` or Slurm's ``1-12:00:00``.
+
+    A bare number is minutes, as Slurm reads ``--time``.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        return max(0, math.ceil(value))
+    text = str(value).strip()
+    match = _DURATION.match(text)
+    if match:
+        number, unit = match.groups()
+        return math.ceil(float(number) * _MINUTES[(unit or "min").lower()])
+    match = _SLURM_TIME.match(text)
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (expected e.g. 90, 30min, 2h, 1-12:00:00)")
+    days, first, second, third = (int(x) if x else 0 for x in match.groups())
+    if match.group(1):  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = first, second, third
+    elif match.group(4):  # hours:minutes:seconds
+        hours, minutes, seconds = first, second, third
+    else:  # minutes[:seconds]
+        hours, minutes, seconds = 0, first, second
+    return math.ceil(days * 1440 + hours * 60 + minutes + seconds / 60)

@@ -313,6 +313,16 @@ def tasks(params: dict) -> int:
     return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
 
 
+def runtime_s(params: dict) -> float:
+    """A generous guess for a time limit: start-up, then 20 us per cell and step (or the
+    compute target, if longer) for the measured, warm-up and baseline steps of every launch
+    (member 0 alone first, then the ensemble)."""
+    p = with_defaults(params)
+    per_step = max(compute_target(p) or 0.0, 20e-6 * cells_per_rank(p))
+    steps = sum(int(p.get(key) or 0) for key in ("steps", "warmup_steps", "baseline_steps"))
+    return 30 + per_step * steps * (int(p["ensemble"]) + 1)
+
+
 def nodes(params: dict) -> int | None:
     """Nodes of the job: ``nodes`` for each member, members side by side; None if unset."""
     p = with_defaults(params)
@@ -323,9 +333,17 @@ def under_slurm() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
 
 
-def spans_nodes(params: dict) -> bool:
+def member_nodes(job: Job) -> int | None:
+    """Nodes each member's ranks span: the point's ``nodes``, else those the pipeline gave
+    each member of its own under Slurm (``member_nodes`` of the spec); None: Slurm places
+    the ranks where the allocation has room."""
+    return job.params.get("nodes") or job.spec.get("member_nodes")
+
+
+def spans_nodes(job: Job) -> bool:
     """Do the job's ranks run on more than one node (so not all of them see its folder)?"""
-    return under_slurm() and (nodes(params) or 1) > 1
+    each = member_nodes(job)
+    return under_slurm() and bool(each) and each * int(job.params.get("ensemble", 1)) > 1
 
 
 def launch_command(
@@ -371,7 +389,7 @@ def control_folder(job: Job) -> Path:
     node-local tier: then a folder beside the job's record, which the
     cluster's nodes share as they share the workflow's results.
     """
-    shared = job.spec.get("tier_shared") or not spans_nodes(job.params)
+    shared = job.spec.get("tier_shared") or not spans_nodes(job)
     if shared or not job.spec.get("control_dir"):
         return job.folder.path
     return Path(job.spec["control_dir"])
@@ -425,7 +443,7 @@ def start_members(
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     for i in range(1 if label == ALONE else p["ensemble"]):
         command = [
-            *launch_command(launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), i),
+            *launch_command(launcher, p["ranks"], p["ensemble"], local, member_nodes(job), i),
             *syscalls.rank_prefix(job),
             sys.executable, "-m", "tierbench.cfd_writer",
             "--case", str(folder / f"{label}{i}"),
@@ -535,7 +553,7 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
     if session:
         env = {**env, **dict.fromkeys(SESSION_VARS, session)}
-    command = launch_command(launcher, p["ranks"], p["ensemble"], local, p.get("nodes"), 0) + [
+    command = launch_command(launcher, p["ranks"], p["ensemble"], local, member_nodes(job), 0) + [
         sys.executable, "-m", "tierbench.cfd_writer", "--calibrate",
         "--case", str(folder / "calibration"),
         "--config", json.dumps(config, sort_keys=True),
@@ -790,6 +808,7 @@ def run(job: Job) -> list[dict]:
     note.setdefault("calibration", results[0]["calibration"])
     job.extra["compute"] = {"target_per_step": target, **note}
     job.extra["members"] = results
+    job.extra["rank_hosts"] = sorted({host for r in results for host in r.get("hosts", [])})
     job.extra["cells_per_rank"] = config["cells"]
     metrics = ensemble_metrics(results, p)
     if alone is not None:
@@ -856,5 +875,6 @@ WORKLOAD = Workload(
     created_per_write=created_per_write,
     tasks=tasks,
     nodes=nodes,
+    runtime_s=runtime_s,
     page_cache=page_cache_rule("cfd_proxy", planned_bytes),
 )  # fmt: skip

@@ -85,12 +85,15 @@ files, folders and bytes.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -103,6 +106,7 @@ from string import Template
 import numpy as np
 
 from .. import foamcase, syscalls
+from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
 from ..foam import block_shape
 from ..job import Job
@@ -119,7 +123,9 @@ from .cfd_proxy import (
     error_of_mean,
     launch_command,
     launch_env,
+    member_nodes,
     page_cache_rule,
+    spans_nodes,
     under_slurm,
 )
 
@@ -1035,6 +1041,74 @@ def decompose_case(job: Job, case: Path, p: dict, env: dict) -> float:
     return took
 
 
+def on_member_nodes(job: Job, member: Member, argv: list[str]) -> list[str]:
+    """What ``argv`` printed on each node of a member's (one line each), run there by
+    ``srun``; PointFailed with its last line where it failed on any of them."""
+    each = member_nodes(job)
+    command = ["srun", "-N", str(each), f"--relative={member.index * each}"]
+    command += ["--ntasks-per-node=1", *(["--overlap"] if in_job_step() else []), *argv]
+    env, _ = launch_env(job.spec.get("launcher") or DEFAULT_LAUNCHER, local=False)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
+    if done.returncode != 0:
+        raise PointFailed(
+            f"on the nodes of member {member.index}: {shlex.join(argv[:2])} exited with "
+            f"{done.returncode}: {_last_line(done.stderr + done.stdout)}"
+        )
+    return done.stdout.splitlines()
+
+
+def on_node_local_tier_across_nodes(job: Job) -> bool:
+    """Do a member's ranks run on nodes that do not see the case it was prepared in? (Its
+    ranks span nodes, or it runs on nodes other than the job's first, on a node-local tier.)"""
+    return spans_nodes(job) and not job.spec.get("tier_shared")
+
+
+def stage_to_member_nodes(job: Job, member: Member) -> float:
+    """The prepared case copied to the same path on every node the member runs on, as
+    document 001 staged its cases to node-local storage: each rank reads its own
+    ``processor<N>`` there. Untimed; through an archive in the job's control folder, which
+    every node sees. Its seconds."""
+    began = time.perf_counter()
+    archive = Path(job.spec["control_dir"]) / f"{member.case.name}.tar"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-cf", str(archive), "-C", str(member.case), "."], check=True)
+    unpack = 'mkdir -p "$1" && tar -xf "$2" -C "$1"'
+    on_member_nodes(job, member, ["sh", "-c", unpack, "sh", str(member.case), str(archive)])
+    archive.unlink()
+    job.extra.setdefault("staged_to_nodes", []).append(member.case.name)
+    return time.perf_counter() - began
+
+
+def member_tree(job: Job, member: Member, everything: bool) -> dict[str, int]:
+    """:func:`tree` of the member's case over all of its nodes (each writes its ranks')."""
+    if not on_node_local_tier_across_nodes(job):
+        return tree(member.case, everything)
+    code = (
+        "import json, sys; from pathlib import Path; "
+        "from tierbench.workloads.openfoam import tree; "
+        "print(json.dumps(tree(Path(sys.argv[1]), sys.argv[2] == '1')))"
+    )
+    found: dict[str, int] = {}
+    argv = [sys.executable, "-c", code, str(member.case), "1" if everything else "0"]
+    for line in on_member_nodes(job, member, argv):
+        found.update(json.loads(line))
+    return found
+
+
+def remove_from_member_nodes(job: Job, member: Member) -> None:
+    """The member's copies on its other nodes removed, with the run folder they sit in
+    (on the job's own node the run folder goes with the job)."""
+    if not on_node_local_tier_across_nodes(job):
+        return
+    here = socket.gethostname()
+    remove = '[ "$(hostname)" = "$3" ] || rm -rf "$1"; rm -rf "$2"'
+    folder = str(job.folder.path)
+    try:
+        on_member_nodes(job, member, ["sh", "-c", remove, "sh", folder, str(member.case), here])
+    except (PointFailed, subprocess.SubprocessError) as error:
+        job.log(f"could not remove member {member.index}'s copies on its nodes: {error}")
+
+
 @dataclass(frozen=True)
 class Solver:
     """What the members run and how their logs are read: the duct's simpleFoam, or the
@@ -1085,7 +1159,10 @@ def start(
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     origin = time.perf_counter()
     for member in members:
-        member.command = launch_command(launcher, p["ranks"], p["ensemble"], local)
+        each = member_nodes(job)
+        member.command = launch_command(
+            launcher, p["ranks"], p["ensemble"], local, each, member.index
+        )
         member.command += syscalls.rank_prefix(job) + solver_command(p, solver.name)
         member.session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
         member_env = {**launch, **dict.fromkeys(SESSION_VARS, member.session)}
@@ -1133,6 +1210,22 @@ def stop(members: list[Member]) -> None:
             shutil.rmtree(member.session, ignore_errors=True)
 
 
+#: the nodes of a parallel run in the solver's log header: ``Hosts :`` then ``(node ranks)``
+HOSTS = re.compile(r"^Hosts\s*:\s*\n\(\s*\n(.*?)\n\)", re.MULTILINE | re.DOTALL)
+#: a serial run's one node
+HOST = re.compile(r"^Host\s*:\s*\"?([^\s\"]+)", re.MULTILINE)
+
+
+def rank_hosts(text: str) -> list[str]:
+    """The nodes the solver's ranks ran on, as its log header names them."""
+    found = HOSTS.search(text)
+    if found:
+        rows = (line.strip().strip("()").split() for line in found.group(1).splitlines())
+        return sorted({row[0] for row in rows if row})
+    host = HOST.search(text)
+    return [host.group(1)] if host else []
+
+
 def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solver) -> dict:
     """One member's statistics and what it wrote; PointFailed ending with the solver's
     last lines where it failed."""
@@ -1151,7 +1244,7 @@ def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solve
     job.extra["openfoam_build"] = build_of(text)
     writes = writing_steps(solver.write, iterations, solver.start)
     names = [iterations[step - 1].time for step in writes]
-    found = write_tree(before, tree(member.case, solver.everything), names)
+    found = write_tree(before, member_tree(job, member, solver.everything), names)
     return {
         "steps": step_statistics(iterations, member.stamps, p["warmup_steps"], writes),
         "tree": found,
@@ -1160,6 +1253,7 @@ def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solve
         "log_per_step": log_per_step(text),
         "started_s": round(member.started, 4),
         "ended_s": round(member.ended, 4),
+        "hosts": rank_hosts(text),
     }
 
 
@@ -1279,7 +1373,10 @@ def run(job: Job) -> list[dict]:
         job.extra["case"] = case_record(plan)
 
     def prepared(member: Member) -> dict:
-        return prepare(member, p, env) if plan is None else prepare_case(job, member, p, plan, env)
+        made = prepare(member, p, env) if plan is None else prepare_case(job, member, p, plan, env)
+        if on_node_local_tier_across_nodes(job):
+            made["stage_to_nodes"] = stage_to_member_nodes(job, member)
+        return made
 
     alone = None
     if alone_first(p):
@@ -1287,16 +1384,19 @@ def run(job: Job) -> list[dict]:
     members = [Member(i, job.folder.path / f"member{i}") for i in range(p["ensemble"])]
     preprocessing = [prepared(m) for m in members]
     job.extra["preprocessing_s"] = preprocessing
-    before = [tree(m.case, solver.everything) for m in members]
     try:
+        before = [member_tree(job, m, solver.everything) for m in members]
         start(job, launcher, members, p, env, solver)
         results = [
             member_result(job, m, p, b, solver) for m, b in zip(members, before, strict=True)
         ]
     finally:
         stop(members)
+        for member in members:
+            remove_from_member_nodes(job, member)
     check_writes(results, plan.purge if plan else p["purge_write"], strict=plan is None)
     job.extra["members"] = results
+    job.extra["rank_hosts"] = sorted({host for r in results for host in r["hosts"]})
     sample = results[0]["tree"]["sample"]
     collated = any(path.startswith("processors") for path in sample)
     job.extra["write_tree"] = per_rank_layout(sample, collated)
@@ -1324,12 +1424,13 @@ def run_alone(
     """
     alone = Member(0, job.folder.path / "alone0")
     preprocessing = prepared(alone)
-    before = tree(alone.case, solver.everything)
     try:
+        before = member_tree(job, alone, solver.everything)
         start(job, launcher, [alone], p, env, solver)
         result = member_result(job, alone, p, before, solver)
     finally:
         stop([alone])
+        remove_from_member_nodes(job, alone)
     check_writes([result], plan.purge if plan else p["purge_write"], strict=plan is None)
     shutil.copy2(alone.case / f"log.{solver.name}", job.folder.path / "alone0.log")
     shutil.rmtree(alone.case, ignore_errors=True)
