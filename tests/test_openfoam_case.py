@@ -11,6 +11,7 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, job_spec
@@ -23,6 +24,8 @@ from tierbench.workloads import openfoam, registry
 TUTORIALS = Path(openfoam.TUTORIALS)
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
 PIMPLE_PITZ = TUTORIALS / "incompressible/pimpleFoam/RAS/pitzDaily"
+#: a shipped mesh, gzipped, whose owner has no note (relative to the tutorials)
+AIRFOIL = "incompressible/simpleFoam/airFoil2D"
 EXAMPLE = "config/studies/examples/openfoam_case.yaml"
 HEADER = "FoamFile { version 2.0; format ascii; class dictionary; object %s; }\n"
 
@@ -161,6 +164,55 @@ def test_cells_are_counted_from_blocks_with_macros_or_not_at_all(tmp_path):
     assert foamcase.cells(tmp_path) is None
 
 
+def owner_file(path: Path, labels: list[int], binary: bool = False, note: str = "") -> Path:
+    """An owner file as OpenFOAM writes one: ascii or binary (32-bit labels), a note or not."""
+    fmt = "binary" if binary else "ascii"
+    header = (
+        f'FoamFile {{ version 2.0; format {fmt}; class labelList; arch "LSB;label=32;scalar=64";'
+        f'{note} location "constant/polyMesh"; object owner; }}\n// * * * //\n\n'
+    ).encode()
+    if binary:
+        body = f"{len(labels)}\n(".encode() + np.array(labels, dtype="<i4").tobytes() + b")\n"
+    else:
+        body = f"{len(labels)}\n(\n{chr(10).join(map(str, labels))}\n)\n".encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(header + body))
+    else:
+        path.write_bytes(header + body)
+    return path
+
+
+@pytest.mark.parametrize("name", ["owner", "owner.gz"])
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("note", ["", ' note "nPoints:8 nCells:2 nFaces:6 nInternalFaces:1";'])
+def test_cells_are_counted_from_the_mesh_whatever_its_header_says(tmp_path, name, binary, note):
+    """One more than the largest owner label: a note's nCells (2, here wrong) is not trusted."""
+    owner = owner_file(tmp_path / foamcase.POLY_MESH / name, [0, 0, 1, 4, 2, 3], binary, note)
+    assert foamcase.cells(tmp_path) == 5
+    assert foamcase.mesh_cells(owner) == 5
+
+
+def test_a_uniform_empty_or_headerless_owner_is_read_or_refused(tmp_path):
+    owner = tmp_path / "owner"
+    owner.write_text("FoamFile { format ascii; class labelList; object owner; }\n3{7}\n")
+    assert foamcase.mesh_cells(owner) == 8
+    owner.write_text("FoamFile { format ascii; class labelList; object owner; }\n0()\n")
+    assert foamcase.mesh_cells(owner) is None
+    owner.write_text("3\n(0 1 2)\n")
+    with pytest.raises(foamcase.CaseError, match="has no FoamFile header"):
+        foamcase.mesh_cells(owner)
+
+
+def test_a_shipped_compressed_mesh_without_note_gives_its_cells(tutorials_folder):
+    """airFoil2D as Debian ships it: owner.gz, 43,066 faces, no note; checkMesh says 10720."""
+    case = tutorials_folder / AIRFOIL
+    assert foamcase.existing(case, f"{foamcase.POLY_MESH}/owner").suffix == ".gz"
+    assert foamcase.cells(case) == 10720
+    plan = openfoam.case_plan(point(case, steps=5, write_interval=2))
+    assert plan.cells == 10720 and plan.application == "simpleFoam"
+
+
 # ------------------------------------------------------------------ bad input
 
 
@@ -269,6 +321,18 @@ def tutorials():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{', '.join(missing)} missing; in CI they must be installed: {how}")
         pytest.skip(f"{', '.join(missing)} not installed ({how})")
+
+
+@pytest.fixture(scope="module")
+def tutorials_folder() -> Path:
+    """Debian's tutorial cases (only their files: no solver runs), or a skip with the reason
+    outside CI (a failure in CI, whose set-up installs them)."""
+    if not TUTORIALS.is_dir():
+        how = "apt-get install -y --no-install-recommends openfoam-examples"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"openfoam-examples missing; in CI it must be installed: {how}")
+        pytest.skip(f"openfoam-examples not installed ({how})")
+    return TUTORIALS
 
 
 def new_tier(root: Path) -> Path:
