@@ -26,6 +26,8 @@ CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
 PIMPLE_PITZ = TUTORIALS / "incompressible/pimpleFoam/RAS/pitzDaily"
 #: a shipped mesh, gzipped, whose owner has no note (relative to the tutorials)
 AIRFOIL = "incompressible/simpleFoam/airFoil2D"
+#: a case whose Allrun prepares it with blockMesh then setFields before interFoam
+DAM_BREAK = TUTORIALS / "multiphase/interFoam/laminar/damBreak/damBreak"
 EXAMPLE = "config/studies/examples/openfoam_case.yaml"
 HEADER = "FoamFile { version 2.0; format ascii; class dictionary; object %s; }\n"
 
@@ -246,6 +248,35 @@ def test_a_folder_without_controlDict_stops_the_study_in_one_line(tmp_path):
         check({"case": str(tmp_path / "missing"), "ranks": 1})
 
 
+def test_prepare_is_a_command_or_a_list_of_them_and_only_for_a_case(tmp_path):
+    case = styled_case(tmp_path)
+    assert openfoam.preparation(None, case) == (("blockMesh", ("blockMesh",)),)
+    assert openfoam.preparation("./Allrun.pre", case) == (
+        ("prepare", ("bash", "-c", "./Allrun.pre")),
+    )
+    listed = openfoam.preparation(["blockMesh", "topoSet", "topoSet -dict system/b"], case)
+    assert [name for name, _ in listed] == ["blockMesh", "topoSet", "topoSet.3"]
+    assert listed[2][1] == ("topoSet", "-dict", "system/b")
+    study = {"case": str(case), "prepare": ["blockMesh", "setFields"], "steps": [4, 8]}
+    points = matrix.expand_params(study, registry()["openfoam"].list_params)
+    assert [p["prepare"] for _, p in points] == [["blockMesh", "setFields"]] * 2  # no axis
+    with pytest.raises(ConfigError, match="prepare: the generated duct prepares itself"):
+        check({"prepare": "blockMesh", "ranks": 1})
+
+
+def test_a_case_without_mesh_runs_when_its_preparation_makes_one(tmp_path):
+    """No mesh and no blockMeshDict: refused without prepare, planned with it (its cells are
+    then read from the prepared mesh)."""
+    case = styled_case(tmp_path)
+    foamcase.edit_control(case, {"deltaT": 0.001})
+    with pytest.raises(ValueError, match="has no mesh .* and no system/blockMeshDict"):
+        openfoam.check_params(point(case, steps=10))
+    params = point(case, steps=10, prepare="snappyHexMesh -overwrite")
+    openfoam.check_params(params)
+    plan = openfoam.case_plan(params)
+    assert plan.cells is None and openfoam.runtime_s(params) == openfoam.SOLVER_TIMEOUT_S
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -403,6 +434,72 @@ def test_a_solver_that_fails_half_way_is_a_failed_point_with_its_last_lines(tuto
     assert "\n" not in reason and "#0" not in reason
     assert reason.split("its last lines: ")[1].count(" | ") == 2
     assert "Courant Number" in reason
+
+
+def test_a_shipped_compressed_mesh_runs_as_it_is(tutorials, tmp_path):
+    """airFoil2D with its gzipped mesh, on 2 ranks (decomposePar reads it as shipped)."""
+    params = point(TUTORIALS / AIRFOIL, ranks=2, steps=6, write_interval=3)
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    assert record["extra"]["case"]["cells"] == record["extra"]["case"]["cells_prepared"] == 10720
+    assert record["extra"]["case"]["prepare"] == []  # meshed already: nothing to run
+    assert found["files_per_write"] > 0 and "decompose_time" in found
+    assert "blockmesh_time" not in found and "prepare_time" not in found
+
+
+def test_cells_only_blockMesh_can_count_are_read_from_the_mesh_it_made(tutorials, tmp_path):
+    """The cavity's blocks sized by a macro of an #included file: unknown when planned, read
+    from the mesh once blockMesh made it (30 x 20)."""
+    case = tmp_path / "cavity"
+    shutil.copytree(CAVITY, case)
+    (case / "system/meshSize").write_text("nx 30;\n")
+    block = case / foamcase.BLOCK_MESH
+    text = block.read_text().replace("(20 20 1)", "($nx 20 1)")
+    block.write_text(text.replace("\nscale", '\n#include "meshSize"\nscale', 1))
+    params = point(case, steps=10, write_interval=5)
+    assert openfoam.case_plan(params).cells is None
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    assert "blockmesh_time" in values(record)
+    assert record["extra"]["case"]["cells_prepared"] == 600
+
+
+def test_prepare_runs_the_cases_utilities_before_the_solver(tutorials, tmp_path):
+    """damBreak as its Allrun prepares it: blockMesh then setFields, each logged; their time
+    is prepare_time, apart from the solver's steps."""
+    params = point(DAM_BREAK, steps=10, write_interval=5, prepare=["blockMesh", "setFields"])
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    (times,) = record["extra"]["preprocessing_s"]
+    assert list(times["prepare_steps"]) == ["blockMesh", "setFields"]
+    assert found["prepare_time"] == pytest.approx(sum(times["prepare_steps"].values()))
+    assert record["extra"]["case"]["cells_prepared"] == 2268
+    assert record["extra"]["members"][0]["time_steps"] == 10 and found["time_per_step"] > 0
+
+
+def test_prepare_may_be_the_cases_own_script_and_the_case_is_then_decomposed(tutorials, tmp_path):
+    """A script of the case's (an Allrun.pre), through bash, then decomposePar for 2 ranks."""
+    case = tmp_path / "damBreak"
+    shutil.copytree(DAM_BREAK, case)
+    script = case / "Allrun.pre"
+    script.write_text("#!/bin/sh\nblockMesh > log.blockMesh && setFields > log.setFields\n")
+    script.chmod(0o755)
+    params = point(case, ranks=2, steps=10, write_interval=5, prepare="./Allrun.pre")
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    assert "prepare_time" in found and "decompose_time" in found
+    assert record["extra"]["case"]["prepare"] == ["bash -c ./Allrun.pre"]
+    assert record["extra"]["decomposition"]["method"] in ("simple", "hierarchical")
+
+
+def test_a_preparation_that_fails_is_a_failed_point_with_its_last_lines(tutorials, tmp_path):
+    params = point(DAM_BREAK, steps=10, prepare=["blockMesh", "setFields -dict system/none"])
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    (failed,) = record["metrics"]
+    assert failed["status"] == "failed" and "\n" not in failed["reason"]
+    assert failed["reason"].startswith("setFields exited with 1: FOAM FATAL ERROR: cannot find")
+    assert failed["reason"].endswith(
+        "its last lines: Create time | Create mesh for time = 0 | Reading setFieldsDict"
+    )
 
 
 # ------------------------------------------------------------------ the example study
