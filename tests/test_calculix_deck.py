@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, job_spec
+from conftest import IN_CI, REPO, job_spec
 from test_fidelity import fe_rows
 from tierbench import answer, fidelity, matrix, needs, preflight
 from tierbench.errors import ConfigError
@@ -15,6 +15,7 @@ from tierbench.runner import run_job
 from tierbench.workloads import calculix, calculix_deck, registry
 
 EXAMPLE = REPO / "config/studies/examples/calculix_deck.yaml"
+TEST_DECKS = Path(calculix_deck.TEST_DECKS)
 
 MESH = """*NODE, NSET=NALL
 1, 0, 0, 0
@@ -76,6 +77,40 @@ def one_element(folder: Path, include: str = "*INCLUDE, INPUT=mesh/cube.inp", en
 
 def deck_point(deck, **params) -> dict:
     return matrix.check_point("calculix", {"deck": str(deck), "cores": 1, **params}, "s.e[p]")
+
+
+@pytest.fixture
+def test_decks(ccx) -> Path:
+    """CalculiX's own test decks (Debian's calculix-ccx-test), or a skip saying how to
+    install them; under CI=true, which installs them, a failure."""
+    if not TEST_DECKS.is_dir():
+        reason = "calculix-ccx-test is not installed: apt-get install -y calculix-ccx-test"
+        if IN_CI:
+            pytest.fail(f"CI=true: the test decks must be there, but {reason}")
+        pytest.skip(reason)
+    return TEST_DECKS
+
+
+def test_a_deck_is_all_a_first_run_needs(tmp_path):
+    params = matrix.check_point("calculix", {"deck": str(one_element(tmp_path))}, "s.e[p]")
+    assert params["cores"] == 1 and params["solver_log"] == "file"
+
+
+@pytest.mark.parametrize("name", ["simplebeam.inp", "beamlin.inp"])
+def test_a_deck_calculix_ships_runs_given_only_the_deck(test_decks, tmp_path, name):
+    params = matrix.check_point("calculix", {"deck": str(test_decks / name)}, "s.e[p]")
+    record = run_job(job_spec("calculix", tmp_path, params), calculix.run)
+    found = {m["metric"]: m for m in record["metrics"]}
+    assert {m["status"] for m in found.values()} == {"ok"}, record["metrics"]
+    assert found["wall_time"]["value"] > 0 and found["increments"]["value"] >= 1
+    assert record["extra"]["solver_env"]["OMP_NUM_THREADS"] == "1"
+
+
+def test_set_up_installs_the_test_decks_for_a_study_and_for_the_tests():
+    deck = f"{calculix_deck.TEST_DECKS}/simplebeam.inp"
+    study = [{"workload": "calculix", "params": {"deck": deck}}]
+    assert needs.tools_of(study)[deck] == "calculix-ccx-test"
+    assert "calculix-ccx-test" not in needs.tools_of([{"workload": "calculix"}]).values()
 
 
 # ------------------------------------------------------------------ reading *INCLUDE as ccx does

@@ -62,6 +62,8 @@ from ..records import metric
 from ..units import format_size, parse_size
 
 SUFFIX = ".inp"
+#: where Debian's calculix-ccx-test installs CalculiX's own test decks
+TEST_DECKS = "/usr/share/doc/calculix-ccx-test/examples/test"
 #: ccx's limits: includes nested deeper than this stop it, names longer than this do not fit
 MAX_INCLUDE_DEPTH = 9
 MAX_NAME = 132
