@@ -29,6 +29,8 @@ AIRFOIL = "incompressible/simpleFoam/airFoil2D"
 #: a case whose Allrun prepares it with blockMesh then setFields before interFoam
 DAM_BREAK = TUTORIALS / "multiphase/interFoam/laminar/damBreak/damBreak"
 EXAMPLE = "config/studies/examples/openfoam_case.yaml"
+#: the tutorials as shipped: airFoil2D's compressed mesh, damBreak with its prepare
+SHIPPED = "config/studies/examples/openfoam_tutorials.yaml"
 HEADER = "FoamFile { version 2.0; format ascii; class dictionary; object %s; }\n"
 
 #: a controlDict as someone else writes one: an #include, macros, #calc, a block comment
@@ -524,6 +526,30 @@ def test_example_study_ranks_the_tiers_for_a_tutorial_case(tutorials, pipeline):
     assert (written["median"] > 0).all()
     report = (pipeline.root / "results/testbox/report.html").read_text()
     assert 'class="answers"' in report and "pitzDaily tutorial" in report
+
+
+@pytest.mark.e2e
+def test_tutorials_as_shipped_rank_the_tiers_for_each(tutorials, pipeline):
+    """airFoil2D with its gzipped mesh (nothing unpacked by hand) and damBreak prepared by
+    blockMesh and setFields: every point ok on shm and disk, the tiers ranked for each."""
+    config = ("scale=smoke", "repetitions=2", "warmup=False")
+    pipeline("-c2", "--configfile", SHIPPED, "--config", *config)
+    study = pipeline.root / "results/testbox/example_openfoam_tutorials"
+    summary = pd.read_csv(study / "summary.csv")
+    assert set(summary["status"]) == {"ok"}
+    steps = summary[summary["metric"] == "time_per_step"]
+    assert sorted(zip(steps["experiment"], steps["tier"], strict=True)) == [
+        ("airfoil2d", "disk"), ("airfoil2d", "shm"), ("dambreak", "disk"), ("dambreak", "shm")
+    ]  # fmt: skip
+    prepared = summary[summary["metric"] == "prepare_time"]
+    assert set(prepared["experiment"]) == {"dambreak"} and (prepared["median"] > 0).all()
+    results = pd.read_csv(study / "results.csv")
+    ranked = {a.experiment: a for a in answers(results, registry())}
+    assert set(ranked) == {"airfoil2d", "dambreak"}
+    for answer in ranked.values():
+        assert answer.metric == "time_per_step"
+        assert {t.tier for t in answer.tiers} == {"shm", "disk"}
+        assert all(t.low <= t.speedup <= t.high for t in answer.tiers)
 
 
 if __name__ == "__main__":
