@@ -271,7 +271,7 @@ def test_a_case_without_mesh_runs_when_its_preparation_makes_one(tmp_path):
     then read from the prepared mesh)."""
     case = styled_case(tmp_path)
     foamcase.edit_control(case, {"deltaT": 0.001})
-    with pytest.raises(ValueError, match="has no mesh .* and no system/blockMeshDict"):
+    with pytest.raises(ValueError, match="no system/blockMeshDict: name what meshes it in prepare"):
         openfoam.check_params(point(case, steps=10))
     params = point(case, steps=10, prepare="snappyHexMesh -overwrite")
     openfoam.check_params(params)

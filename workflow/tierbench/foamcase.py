@@ -289,12 +289,12 @@ def can_block_mesh(case: Path) -> bool:
 
 
 def mesh_problem(case: Path) -> str | None:
-    """Why the workload cannot mesh the case itself, or None."""
+    """Why the workload cannot mesh the case itself (with no ``prepare``), or None."""
     if has_mesh(case) or can_block_mesh(case):
         return None
     return (
-        f"case {case} has no mesh (constant/polyMesh) and no system/blockMeshDict: mesh it "
-        "first (snappyHexMesh, a converted mesh, ...) and give the meshed case"
+        f"case {case} has no mesh (constant/polyMesh) and no system/blockMeshDict: name what "
+        "meshes it in prepare (its Allrun.pre, [snappyHexMesh -overwrite], ...), or give it meshed"
     )
 
 
