@@ -166,6 +166,8 @@ def test_cells_are_counted_from_blocks_with_macros_or_not_at_all(tmp_path):
     assert foamcase.cells(tmp_path) == 200
     block.write_text(HEADER % "blockMeshDict" + 'nx #calc "4*5";\n' + blocks)
     assert foamcase.cells(tmp_path) is None
+    block.write_text(HEADER % "blockMeshDict" + "nx #eval{ 4*5 };\n" + blocks)
+    assert foamcase.cells(tmp_path) is None  # foamlib cannot parse it; blockMesh can
 
 
 def owner_file(path: Path, labels: list[int], binary: bool = False, note: str = "") -> Path:

@@ -300,11 +300,17 @@ def mesh_problem(case: Path) -> str | None:
 
 def cells(case: Path) -> int | None:
     """Cells of the case's mesh where it has one (:func:`mesh_cells`), else of its
-    blockMeshDict's blocks; None where neither says before OpenFOAM runs."""
+    blockMeshDict's blocks; None where neither says before OpenFOAM runs (a blockMeshDict
+    foamlib cannot parse, ``#eval{ }``, is one blockMesh alone can read: its mesh tells)."""
     if has_mesh(case):
         return mesh_cells(existing(case, f"{POLY_MESH}/owner"))
     path = existing(case, BLOCK_MESH)
-    return block_cells(open_dictionary(path)) if path is not None else None
+    if path is None:
+        return None
+    try:
+        return block_cells(open_dictionary(path))
+    except CaseError:
+        return None
 
 
 def mesh_cells(owner: Path) -> int | None:
