@@ -28,6 +28,8 @@ PIMPLE_PITZ = TUTORIALS / "incompressible/pimpleFoam/RAS/pitzDaily"
 AIRFOIL = "incompressible/simpleFoam/airFoil2D"
 #: a case whose Allrun prepares it with blockMesh then setFields before interFoam
 DAM_BREAK = TUTORIALS / "multiphase/interFoam/laminar/damBreak/damBreak"
+#: a case whose Allrun.pre (blockMesh, topoSet, createBaffles, restore0Dir) prepares it
+ACMI = TUTORIALS / "incompressible/pimpleFoam/RAS/oscillatingInletACMI2D"
 EXAMPLE = "config/studies/examples/openfoam_case.yaml"
 #: the tutorials as shipped: airFoil2D's compressed mesh, damBreak with its prepare
 SHIPPED = "config/studies/examples/openfoam_tutorials.yaml"
@@ -480,19 +482,51 @@ def test_prepare_runs_the_cases_utilities_before_the_solver(tutorials, tmp_path)
     assert record["extra"]["members"][0]["time_steps"] == 10 and found["time_per_step"] > 0
 
 
-def test_prepare_may_be_the_cases_own_script_and_the_case_is_then_decomposed(tutorials, tmp_path):
-    """A script of the case's (an Allrun.pre), through bash, then decomposePar for 2 ranks."""
+def test_a_tutorials_own_allrun_pre_prepares_it_and_the_case_is_then_decomposed(
+    tutorials, tmp_path
+):
+    """oscillatingInletACMI2D's Allrun.pre as shipped (blockMesh, topoSet, createBaffles,
+    restore0Dir from the RunFunctions Debian lacks: tierbench's stand-in), then decomposePar
+    for 2 ranks."""
+    params = point(ACMI, ranks=2, steps=4, write_interval=2, prepare="./Allrun.pre")
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    assert found["prepare_time"] > 0 and "decompose_time" in found
+    assert record["extra"]["case"]["prepare"] == ["bash -c ./Allrun.pre"]
+    assert record["extra"]["case"]["cells_prepared"] == 10880
+
+
+def test_the_run_functions_stand_in_only_where_the_installation_has_none(tmp_path):
+    project = tmp_path / "openfoam"
+    (project / "etc").mkdir(parents=True)
+    env = openfoam.run_functions_env({"WM_PROJECT_DIR": str(project)}, tmp_path / "view")
+    view = Path(env["WM_PROJECT_DIR"])
+    assert view == tmp_path / "view" and (view / "etc").resolve() == project / "etc"
+    assert (view / openfoam.RUN_FUNCTIONS).read_text() == openfoam.STAND_IN.read_text()
+    (project / openfoam.RUN_FUNCTIONS).parent.mkdir(parents=True)
+    (project / openfoam.RUN_FUNCTIONS).write_text("# the installation's own\n")
+    assert openfoam.run_functions_env({"WM_PROJECT_DIR": str(project)}, tmp_path / "v2") == {
+        "WM_PROJECT_DIR": str(project)
+    }
+
+
+def test_a_failing_step_of_a_script_stops_it_with_that_steps_error(tutorials, tmp_path):
+    """runApplication of the stand-in stops the script where a step fails (OpenFOAM's goes
+    on): the point fails with that step's error, not the next one's."""
     case = tmp_path / "damBreak"
     shutil.copytree(DAM_BREAK, case)
     script = case / "Allrun.pre"
-    script.write_text("#!/bin/sh\nblockMesh > log.blockMesh && setFields > log.setFields\n")
+    script.write_text(
+        '#!/bin/sh\ncd "${0%/*}" || exit\n. ${WM_PROJECT_DIR:?}/bin/tools/RunFunctions\n'
+        "runApplication blockMesh\nrunApplication setFields -dict system/none\n"
+        "runApplication topoSet\n"
+    )
     script.chmod(0o755)
-    params = point(case, ranks=2, steps=10, write_interval=5, prepare="./Allrun.pre")
+    params = point(case, steps=10, prepare="./Allrun.pre")
     record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
-    found = values(record)
-    assert "prepare_time" in found and "decompose_time" in found
-    assert record["extra"]["case"]["prepare"] == ["bash -c ./Allrun.pre"]
-    assert record["extra"]["decomposition"]["method"] in ("simple", "hierarchical")
+    (failed,) = record["metrics"]
+    assert failed["reason"].startswith("prepare exited with 1: FOAM FATAL ERROR: cannot find")
+    assert "system/none" in failed["reason"] and "topoSet" not in failed["reason"]
 
 
 def test_a_preparation_that_fails_is_a_failed_point_with_its_last_lines(tutorials, tmp_path):

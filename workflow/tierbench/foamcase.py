@@ -407,6 +407,8 @@ def values_per_cell(case: Path, start: str | None) -> int:
     """Values a write holds per cell: the components of the start time's volume fields
     (U 3, p 1, ...) and 3 for the face flux phi and fields the solver adds."""
     folder = case / start if start is not None else None
+    if folder is not None and not folder.is_dir():
+        folder = case / f"{start}.orig"  # the tutorials' 0.orig/, which becomes 0/
     total = 3
     if folder is None or not folder.is_dir():
         return total

@@ -65,14 +65,14 @@ for v1912 (``constant/turbulenceProperties``); a release that wants
 
 A case of your own (``case``: a folder; :mod:`tierbench.foamcase` reads and
 edits its dictionaries): each member gets a copy of it (timed,
-``case_copy_time``), ``0.orig/`` becomes ``0/`` where the case has no ``0/``
-(as the tutorials' Allrun), the controlDict entries the study overrides are
+``case_copy_time``), the controlDict entries the study overrides are
 set and nothing else (``steps``: endTime = start + steps x deltaT at a fixed
 time step; ``write_interval``: writeControl timeStep; ``purge_write``;
 ``write_format``; ``file_handler`` on the command line), ``prepare`` runs (the
 case's own script or utilities, e.g. blockMesh then setFields; untimed by the
 solver's clock, logged, ``prepare_time``), else blockMesh where the case has a
-system/blockMeshDict and no constant/polyMesh, and decomposePar cuts it for ``ranks``
+system/blockMeshDict and no constant/polyMesh; ``0.orig/`` becomes ``0/`` where the
+case has no ``0/`` (as the tutorials' restore0Dir), and decomposePar cuts it for ``ranks``
 with the case's own method, or ``simple`` where that fails here (Debian's
 v1912 scotch, metis and kahip are stubs). The application the controlDict
 names runs; a "step" is its time step (a transient solver's deltaT, a steady
@@ -125,6 +125,12 @@ from .cfd_proxy import (
 )
 
 CASE_TEMPLATE = Path(__file__).resolve().parent / "openfoam_case"
+#: where an OpenFOAM installation keeps the functions its tutorials' Allrun scripts source
+RUN_FUNCTIONS = Path("bin/tools/RunFunctions")
+#: tierbench's stand-in for them, where the installation has none (Debian's)
+STAND_IN = Path(__file__).resolve().parent / "openfoam_tools" / "RunFunctions"
+#: the installation's folder with the stand-in added, in a job's run folder
+PROJECT_VIEW = "openfoam_project"
 DEBIAN_PROJECT_DIR = "/usr/share/openfoam"
 #: the writer name of a serial (1-rank) run's time folders, in the case itself
 SERIAL = "case"
@@ -1031,18 +1037,21 @@ def prepare(member: Member, p: dict, env: dict) -> dict:
 
 def prepare_case(job: Job, member: Member, p: dict, plan: CasePlan, env: dict) -> dict:
     """Copy the user's case into the member's folder, set what the study overrides, prepare
-    it (``prepare``, else blockMesh where it has no mesh), decompose it; the preprocessing
+    it (``prepare``, else blockMesh where it has no mesh), make its ``0/`` from ``0.orig/``
+    where it has none, decompose it; the preprocessing
     times (the copy's too). Each command's output is in the copy's ``log.<name>``; one that
     fails fails the point with its last lines."""
     began = time.perf_counter()
     shutil.copytree(plan.folder, member.case)
     times = {"copy": time.perf_counter() - began}
-    original = member.case / "0.orig"
-    if not (member.case / "0").exists() and original.is_dir():
-        shutil.copytree(original, member.case / "0")  # as the tutorials' restore0Dir
     if plan.entries:
         foamcase.edit_control(member.case, plan.entries)
-    steps = {name: run_tool(list(argv), member.case, name, env) for name, argv in plan.prepare}
+    ready = run_functions_env(env, job.folder.path / PROJECT_VIEW) if p["prepare"] else env
+    steps = {name: run_tool(list(argv), member.case, name, ready) for name, argv in plan.prepare}
+    original = member.case / "0.orig"
+    if not (member.case / "0").exists() and original.is_dir():
+        # as the tutorials' restore0Dir, after the meshing (createBaffles must not find a 0/)
+        shutil.copytree(original, member.case / "0")
     if p["prepare"] is None:
         times.update(steps)  # blockMesh where the case had no mesh: blockmesh_time
     elif steps:
@@ -1051,6 +1060,30 @@ def prepare_case(job: Job, member: Member, p: dict, plan: CasePlan, env: dict) -
     if parallel(p):
         times["decomposePar"] = decompose_case(job, member.case, p, env)
     return times
+
+
+def run_functions_env(env: dict, view: Path) -> dict:
+    """The environment a study's ``prepare`` runs in: OpenFOAM's, and where its
+    installation has no ``bin/tools/RunFunctions`` (Debian's), WM_PROJECT_DIR naming
+    ``view``: the installation's folders linked, and tierbench's stand-in for that file
+    (``openfoam_tools/RunFunctions``), which the tutorials' Allrun scripts source. Made
+    once per job, in its run folder beside the members' cases."""
+    project = Path(env.get("WM_PROJECT_DIR", DEBIAN_PROJECT_DIR))
+    if (project / RUN_FUNCTIONS).is_file():
+        return env
+    if not view.is_dir():
+        tools = view / RUN_FUNCTIONS.parent
+        tools.mkdir(parents=True)
+        for here, made in (
+            (project, view),
+            (project / "bin", view / "bin"),
+            (project / "bin/tools", tools),
+        ):
+            for entry in sorted(here.iterdir()) if here.is_dir() else []:
+                if not (made / entry.name).exists():
+                    (made / entry.name).symlink_to(entry)
+        shutil.copyfile(STAND_IN, view / RUN_FUNCTIONS)
+    return {**env, "WM_PROJECT_DIR": str(view)}
 
 
 def decompose_case(job: Job, case: Path, p: dict, env: dict) -> float:
