@@ -996,11 +996,6 @@ def run_tool(command: list[str], case: Path, name: str, env: dict) -> float:
     return elapsed
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][-300:] if lines else "no output"
-
-
 def handler_args(p: dict) -> list[str]:
     """The file handler on the command line; collated writes unthreaded unless asked.
 
@@ -1038,9 +1033,9 @@ def prepare(member: Member, p: dict, env: dict) -> dict:
 def prepare_case(job: Job, member: Member, p: dict, plan: CasePlan, env: dict) -> dict:
     """Copy the user's case into the member's folder, set what the study overrides, prepare
     it (``prepare``, else blockMesh where it has no mesh), make its ``0/`` from ``0.orig/``
-    where it has none, decompose it; the preprocessing
-    times (the copy's too). Each command's output is in the copy's ``log.<name>``; one that
-    fails fails the point with its last lines."""
+    where it has none, decompose it; the preprocessing times (the copy's too). Each
+    command's output is in the copy's ``log.<name>``; one that fails fails the point with
+    its last lines."""
     began = time.perf_counter()
     shutil.copytree(plan.folder, member.case)
     times = {"copy": time.perf_counter() - began}
