@@ -1,13 +1,14 @@
 """calculix with the user's deck: its includes read as ccx reads them, bad input stopped before
 any job, a failing ccx a failed point with its last lines, and the example study end to end."""
 
+import gzip
 import json
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, job_spec
+from conftest import IN_CI, REPO, job_spec
 from test_fidelity import fe_rows
 from tierbench import answer, fidelity, matrix, needs, preflight
 from tierbench.errors import ConfigError
@@ -15,6 +16,7 @@ from tierbench.runner import run_job
 from tierbench.workloads import calculix, calculix_deck, registry
 
 EXAMPLE = REPO / "config/studies/examples/calculix_deck.yaml"
+TEST_DECKS = Path(calculix_deck.TEST_DECKS)
 
 MESH = """*NODE, NSET=NALL
 1, 0, 0, 0
@@ -76,6 +78,57 @@ def one_element(folder: Path, include: str = "*INCLUDE, INPUT=mesh/cube.inp", en
 
 def deck_point(deck, **params) -> dict:
     return matrix.check_point("calculix", {"deck": str(deck), "cores": 1, **params}, "s.e[p]")
+
+
+@pytest.fixture
+def test_decks(ccx) -> Path:
+    """CalculiX's own test decks (Debian's calculix-ccx-test), or a skip saying how to
+    install them; under CI=true, which installs them, a failure."""
+    if not TEST_DECKS.is_dir():
+        reason = "calculix-ccx-test is not installed: apt-get install -y calculix-ccx-test"
+        if IN_CI:
+            pytest.fail(f"CI=true: the test decks must be there, but {reason}")
+        pytest.skip(reason)
+    return TEST_DECKS
+
+
+def test_a_deck_is_all_a_first_run_needs(tmp_path):
+    params = matrix.check_point("calculix", {"deck": str(one_element(tmp_path))}, "s.e[p]")
+    assert params["cores"] == 1 and params["solver_log"] == "file"
+
+
+@pytest.mark.parametrize("name", ["simplebeam.inp", "beamlin.inp", "beampo1.inp.gz"])
+def test_a_deck_calculix_ships_runs_given_only_the_deck(test_decks, tmp_path, name):
+    params = matrix.check_point("calculix", {"deck": str(test_decks / name)}, "s.e[p]")
+    record = run_job(job_spec("calculix", tmp_path, params), calculix.run)
+    found = {m["metric"]: m for m in record["metrics"]}
+    assert {m["status"] for m in found.values()} == {"ok"}, record["metrics"]
+    assert found["wall_time"]["value"] > 0 and found["increments"]["value"] >= 1
+    assert record["extra"]["solver_env"]["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_gzipped_deck_is_read_and_copied_unpacked(tmp_path):
+    """A deck as Debian ships CalculiX's larger tests (name.inp.gz): ccx reads name.inp."""
+    plain = one_element(tmp_path / "case")
+    packed = plain.with_name("cube.inp.gz")
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    text = plain.read_bytes()
+    plain.unlink()
+    found = calculix_deck.inputs(packed)
+    assert found.job_name == "cube" and found.deck_bytes == len(text)
+    assert found.size() == len(text) + (tmp_path / "case/mesh/cube.inp").stat().st_size
+    staged = calculix_deck.stage(found, tmp_path / "copy")
+    assert set(staged.files) == {"cube.inp", "mesh/cube.inp"}
+    assert (tmp_path / "copy/cube.inp").read_bytes() == text
+    with pytest.raises(calculix_deck.DeckError, match=r"does not end in \.inp \(or \.inp\.gz\)"):
+        calculix_deck.inputs(write(tmp_path / "deck.txt", "*HEADING\n"))
+
+
+def test_set_up_installs_the_test_decks_for_a_study_and_for_the_tests():
+    deck = f"{calculix_deck.TEST_DECKS}/simplebeam.inp"
+    study = [{"workload": "calculix", "params": {"deck": deck}}]
+    assert needs.tools_of(study)[deck] == "calculix-ccx-test"
+    assert "calculix-ccx-test" not in needs.tools_of([{"workload": "calculix"}]).values()
 
 
 # ------------------------------------------------------------------ reading *INCLUDE as ccx does
@@ -158,7 +211,9 @@ def test_a_missing_deck_or_include_stops_the_study_before_any_job(tmp_path, monk
     with pytest.raises(ConfigError, match=r"line 2 of \S+/mesh/parts.inp names mesh/sets.inp"):
         deck_point("cube.inp")
     write(tmp_path / "deck.txt", "*HEADING\n")
-    with pytest.raises(ConfigError, match="does not end in .inp: ccx reads <jobname>.inp"):
+    with pytest.raises(
+        ConfigError, match=r"does not end in .inp \(or .inp.gz\): ccx reads <jobname>.inp"
+    ):
         deck_point("deck.txt")
 
 

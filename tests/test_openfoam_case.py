@@ -11,6 +11,7 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, job_spec
@@ -23,7 +24,15 @@ from tierbench.workloads import openfoam, registry
 TUTORIALS = Path(openfoam.TUTORIALS)
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
 PIMPLE_PITZ = TUTORIALS / "incompressible/pimpleFoam/RAS/pitzDaily"
+#: a shipped mesh, gzipped, whose owner has no note (relative to the tutorials)
+AIRFOIL = "incompressible/simpleFoam/airFoil2D"
+#: a case whose Allrun prepares it with blockMesh then setFields before interFoam
+DAM_BREAK = TUTORIALS / "multiphase/interFoam/laminar/damBreak/damBreak"
+#: a case whose Allrun.pre (blockMesh, topoSet, createBaffles, restore0Dir) prepares it
+ACMI = TUTORIALS / "incompressible/pimpleFoam/RAS/oscillatingInletACMI2D"
 EXAMPLE = "config/studies/examples/openfoam_case.yaml"
+#: the tutorials as shipped: airFoil2D's compressed mesh, damBreak with its prepare
+SHIPPED = "config/studies/examples/openfoam_tutorials.yaml"
 HEADER = "FoamFile { version 2.0; format ascii; class dictionary; object %s; }\n"
 
 #: a controlDict as someone else writes one: an #include, macros, #calc, a block comment
@@ -159,6 +168,57 @@ def test_cells_are_counted_from_blocks_with_macros_or_not_at_all(tmp_path):
     assert foamcase.cells(tmp_path) == 200
     block.write_text(HEADER % "blockMeshDict" + 'nx #calc "4*5";\n' + blocks)
     assert foamcase.cells(tmp_path) is None
+    block.write_text(HEADER % "blockMeshDict" + "nx #eval{ 4*5 };\n" + blocks)
+    assert foamcase.cells(tmp_path) is None  # foamlib cannot parse it; blockMesh can
+
+
+def owner_file(path: Path, labels: list[int], binary: bool = False, note: str = "") -> Path:
+    """An owner file as OpenFOAM writes one: ascii or binary (32-bit labels), a note or not."""
+    fmt = "binary" if binary else "ascii"
+    header = (
+        f'FoamFile {{ version 2.0; format {fmt}; class labelList; arch "LSB;label=32;scalar=64";'
+        f'{note} location "constant/polyMesh"; object owner; }}\n// * * * //\n\n'
+    ).encode()
+    if binary:
+        body = f"{len(labels)}\n(".encode() + np.array(labels, dtype="<i4").tobytes() + b")\n"
+    else:
+        body = f"{len(labels)}\n(\n{chr(10).join(map(str, labels))}\n)\n".encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(header + body))
+    else:
+        path.write_bytes(header + body)
+    return path
+
+
+@pytest.mark.parametrize("name", ["owner", "owner.gz"])
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("note", ["", ' note "nPoints:8 nCells:2 nFaces:6 nInternalFaces:1";'])
+def test_cells_are_counted_from_the_mesh_whatever_its_header_says(tmp_path, name, binary, note):
+    """One more than the largest owner label: a note's nCells (2, here wrong) is not trusted."""
+    owner = owner_file(tmp_path / foamcase.POLY_MESH / name, [0, 0, 1, 4, 2, 3], binary, note)
+    assert foamcase.cells(tmp_path) == 5
+    assert foamcase.mesh_cells(owner) == 5
+
+
+def test_a_uniform_empty_or_headerless_owner_is_read_or_refused(tmp_path):
+    owner = tmp_path / "owner"
+    owner.write_text("FoamFile { format ascii; class labelList; object owner; }\n3{7}\n")
+    assert foamcase.mesh_cells(owner) == 8
+    owner.write_text("FoamFile { format ascii; class labelList; object owner; }\n0()\n")
+    assert foamcase.mesh_cells(owner) is None
+    owner.write_text("3\n(0 1 2)\n")
+    with pytest.raises(foamcase.CaseError, match="has no FoamFile header"):
+        foamcase.mesh_cells(owner)
+
+
+def test_a_shipped_compressed_mesh_without_note_gives_its_cells(tutorials_folder):
+    """airFoil2D as Debian ships it: owner.gz, 43,066 faces, no note; checkMesh says 10720."""
+    case = tutorials_folder / AIRFOIL
+    assert foamcase.existing(case, f"{foamcase.POLY_MESH}/owner").suffix == ".gz"
+    assert foamcase.cells(case) == 10720
+    plan = openfoam.case_plan(point(case, steps=5, write_interval=2))
+    assert plan.cells == 10720 and plan.application == "simpleFoam"
 
 
 # ------------------------------------------------------------------ bad input
@@ -192,6 +252,35 @@ def test_a_folder_without_controlDict_stops_the_study_in_one_line(tmp_path):
     assert "has no system/controlDict: give the case's top folder" in message
     with pytest.raises(ConfigError, match="is not a folder"):
         check({"case": str(tmp_path / "missing"), "ranks": 1})
+
+
+def test_prepare_is_a_command_or_a_list_of_them_and_only_for_a_case(tmp_path):
+    case = styled_case(tmp_path)
+    assert openfoam.preparation(None, case) == (("blockMesh", ("blockMesh",)),)
+    assert openfoam.preparation("./Allrun.pre", case) == (
+        ("prepare", ("bash", "-c", "./Allrun.pre")),
+    )
+    listed = openfoam.preparation(["blockMesh", "topoSet", "topoSet -dict system/b"], case)
+    assert [name for name, _ in listed] == ["blockMesh", "topoSet", "topoSet.3"]
+    assert listed[2][1] == ("topoSet", "-dict", "system/b")
+    study = {"case": str(case), "prepare": ["blockMesh", "setFields"], "steps": [4, 8]}
+    points = matrix.expand_params(study, registry()["openfoam"].list_params)
+    assert [p["prepare"] for _, p in points] == [["blockMesh", "setFields"]] * 2  # no axis
+    with pytest.raises(ConfigError, match="prepare: the generated duct prepares itself"):
+        check({"prepare": "blockMesh", "ranks": 1})
+
+
+def test_a_case_without_mesh_runs_when_its_preparation_makes_one(tmp_path):
+    """No mesh and no blockMeshDict: refused without prepare, planned with it (its cells are
+    then read from the prepared mesh)."""
+    case = styled_case(tmp_path)
+    foamcase.edit_control(case, {"deltaT": 0.001})
+    with pytest.raises(ValueError, match="no system/blockMeshDict: name what meshes it in prepare"):
+        openfoam.check_params(point(case, steps=10))
+    params = point(case, steps=10, prepare="snappyHexMesh -overwrite")
+    openfoam.check_params(params)
+    plan = openfoam.case_plan(params)
+    assert plan.cells is None and openfoam.runtime_s(params) == openfoam.SOLVER_TIMEOUT_S
 
 
 @pytest.mark.parametrize(
@@ -271,6 +360,18 @@ def tutorials():
         pytest.skip(f"{', '.join(missing)} not installed ({how})")
 
 
+@pytest.fixture(scope="module")
+def tutorials_folder() -> Path:
+    """Debian's tutorial cases (only their files: no solver runs), or a skip with the reason
+    outside CI (a failure in CI, whose set-up installs them)."""
+    if not TUTORIALS.is_dir():
+        how = "apt-get install -y --no-install-recommends openfoam-examples"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"openfoam-examples missing; in CI it must be installed: {how}")
+        pytest.skip(f"openfoam-examples not installed ({how})")
+    return TUTORIALS
+
+
 def new_tier(root: Path) -> Path:
     tier = root / "tier"
     tier.mkdir()
@@ -341,6 +442,104 @@ def test_a_solver_that_fails_half_way_is_a_failed_point_with_its_last_lines(tuto
     assert "Courant Number" in reason
 
 
+def test_a_shipped_compressed_mesh_runs_as_it_is(tutorials, tmp_path):
+    """airFoil2D with its gzipped mesh, on 2 ranks (decomposePar reads it as shipped)."""
+    params = point(TUTORIALS / AIRFOIL, ranks=2, steps=6, write_interval=3)
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    assert record["extra"]["case"]["cells"] == record["extra"]["case"]["cells_prepared"] == 10720
+    assert record["extra"]["case"]["prepare"] == []  # meshed already: nothing to run
+    assert found["files_per_write"] > 0 and "decompose_time" in found
+    assert "blockmesh_time" not in found and "prepare_time" not in found
+
+
+def test_cells_only_blockMesh_can_count_are_read_from_the_mesh_it_made(tutorials, tmp_path):
+    """The cavity's blocks sized by a macro of an #included file: unknown when planned, read
+    from the mesh once blockMesh made it (30 x 20)."""
+    case = tmp_path / "cavity"
+    shutil.copytree(CAVITY, case)
+    (case / "system/meshSize").write_text("nx 30;\n")
+    block = case / foamcase.BLOCK_MESH
+    text = block.read_text().replace("(20 20 1)", "($nx 20 1)")
+    block.write_text(text.replace("\nscale", '\n#include "meshSize"\nscale', 1))
+    params = point(case, steps=10, write_interval=5)
+    assert openfoam.case_plan(params).cells is None
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    assert "blockmesh_time" in values(record)
+    assert record["extra"]["case"]["cells_prepared"] == 600
+
+
+def test_prepare_runs_the_cases_utilities_before_the_solver(tutorials, tmp_path):
+    """damBreak as its Allrun prepares it: blockMesh then setFields, each logged; their time
+    is prepare_time, apart from the solver's steps."""
+    params = point(DAM_BREAK, steps=10, write_interval=5, prepare=["blockMesh", "setFields"])
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    (times,) = record["extra"]["preprocessing_s"]
+    assert list(times["prepare_steps"]) == ["blockMesh", "setFields"]
+    assert found["prepare_time"] == pytest.approx(sum(times["prepare_steps"].values()))
+    assert record["extra"]["case"]["cells_prepared"] == 2268
+    assert record["extra"]["members"][0]["time_steps"] == 10 and found["time_per_step"] > 0
+
+
+def test_a_tutorials_own_allrun_pre_prepares_it_and_the_case_is_then_decomposed(
+    tutorials, tmp_path
+):
+    """oscillatingInletACMI2D's Allrun.pre as shipped (blockMesh, topoSet, createBaffles,
+    restore0Dir from the RunFunctions Debian lacks: tierbench's stand-in), then decomposePar
+    for 2 ranks."""
+    params = point(ACMI, ranks=2, steps=4, write_interval=2, prepare="./Allrun.pre")
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    found = values(record)
+    assert found["prepare_time"] > 0 and "decompose_time" in found
+    assert record["extra"]["case"]["prepare"] == ["bash -c ./Allrun.pre"]
+    assert record["extra"]["case"]["cells_prepared"] == 10880
+
+
+def test_the_run_functions_stand_in_only_where_the_installation_has_none(tmp_path):
+    project = tmp_path / "openfoam"
+    (project / "etc").mkdir(parents=True)
+    env = openfoam.run_functions_env({"WM_PROJECT_DIR": str(project)}, tmp_path / "view")
+    view = Path(env["WM_PROJECT_DIR"])
+    assert view == tmp_path / "view" and (view / "etc").resolve() == project / "etc"
+    assert (view / openfoam.RUN_FUNCTIONS).read_text() == openfoam.STAND_IN.read_text()
+    (project / openfoam.RUN_FUNCTIONS).parent.mkdir(parents=True)
+    (project / openfoam.RUN_FUNCTIONS).write_text("# the installation's own\n")
+    assert openfoam.run_functions_env({"WM_PROJECT_DIR": str(project)}, tmp_path / "v2") == {
+        "WM_PROJECT_DIR": str(project)
+    }
+
+
+def test_a_failing_step_of_a_script_stops_it_with_that_steps_error(tutorials, tmp_path):
+    """runApplication of the stand-in stops the script where a step fails (OpenFOAM's goes
+    on): the point fails with that step's error, not the next one's."""
+    case = tmp_path / "damBreak"
+    shutil.copytree(DAM_BREAK, case)
+    script = case / "Allrun.pre"
+    script.write_text(
+        '#!/bin/sh\ncd "${0%/*}" || exit\n. ${WM_PROJECT_DIR:?}/bin/tools/RunFunctions\n'
+        "runApplication blockMesh\nrunApplication setFields -dict system/none\n"
+        "runApplication topoSet\n"
+    )
+    script.chmod(0o755)
+    params = point(case, steps=10, prepare="./Allrun.pre")
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    (failed,) = record["metrics"]
+    assert failed["reason"].startswith("prepare exited with 1: FOAM FATAL ERROR: cannot find")
+    assert "system/none" in failed["reason"] and "topoSet" not in failed["reason"]
+
+
+def test_a_preparation_that_fails_is_a_failed_point_with_its_last_lines(tutorials, tmp_path):
+    params = point(DAM_BREAK, steps=10, prepare=["blockMesh", "setFields -dict system/none"])
+    record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
+    (failed,) = record["metrics"]
+    assert failed["status"] == "failed" and "\n" not in failed["reason"]
+    assert failed["reason"].startswith("setFields exited with 1: FOAM FATAL ERROR: cannot find")
+    assert failed["reason"].endswith(
+        "its last lines: Create time | Create mesh for time = 0 | Reading setFieldsDict"
+    )
+
+
 # ------------------------------------------------------------------ the example study
 
 
@@ -363,6 +562,30 @@ def test_example_study_ranks_the_tiers_for_a_tutorial_case(tutorials, pipeline):
     assert (written["median"] > 0).all()
     report = (pipeline.root / "results/testbox/report.html").read_text()
     assert 'class="answers"' in report and "pitzDaily tutorial" in report
+
+
+@pytest.mark.e2e
+def test_tutorials_as_shipped_rank_the_tiers_for_each(tutorials, pipeline):
+    """airFoil2D with its gzipped mesh (nothing unpacked by hand) and damBreak prepared by
+    blockMesh and setFields: every point ok on shm and disk, the tiers ranked for each."""
+    config = ("scale=smoke", "repetitions=2", "warmup=False")
+    pipeline("-c2", "--configfile", SHIPPED, "--config", *config)
+    study = pipeline.root / "results/testbox/example_openfoam_tutorials"
+    summary = pd.read_csv(study / "summary.csv")
+    assert set(summary["status"]) == {"ok"}
+    steps = summary[summary["metric"] == "time_per_step"]
+    assert sorted(zip(steps["experiment"], steps["tier"], strict=True)) == [
+        ("airfoil2d", "disk"), ("airfoil2d", "shm"), ("dambreak", "disk"), ("dambreak", "shm")
+    ]  # fmt: skip
+    prepared = summary[summary["metric"] == "prepare_time"]
+    assert set(prepared["experiment"]) == {"dambreak"} and (prepared["median"] > 0).all()
+    results = pd.read_csv(study / "results.csv")
+    ranked = {a.experiment: a for a in answers(results, registry())}
+    assert set(ranked) == {"airfoil2d", "dambreak"}
+    for answer in ranked.values():
+        assert answer.metric == "time_per_step"
+        assert {t.tier for t in answer.tiers} == {"shm", "disk"}
+        assert all(t.low <= t.speedup <= t.high for t in answer.tiers)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ dictionary that is edited is unpacked first.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import math
 import os
@@ -36,6 +37,8 @@ import shutil
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+
+import numpy as np
 
 CONTROL = "system/controlDict"
 DECOMPOSE = "system/decomposeParDict"
@@ -48,7 +51,10 @@ WALL_CLOCK_CONTROLS = {"cpuTime", "clockTime"}
 #: values per cell of a field class (volVectorField: 3, ...)
 COMPONENTS = {"Scalar": 1, "Vector": 3, "SphericalTensor": 1, "SymmTensor": 6, "Tensor": 9}
 FIELD_CLASS = re.compile(rb"class\s+vol(\w+?)Field\s*;")
-CELLS_NOTE = re.compile(rb"nCells:\s*(\d+)")
+#: the FoamFile header of a mesh file (a dictionary without sub-dictionaries)
+FOAM_HEADER = re.compile(rb"FoamFile\s*\{[^}]*\}")
+#: a list's size and its opening: ``N (`` or the uniform ``N{``
+LIST_START = re.compile(rb"(\d+)\s*([({])")
 
 
 class CaseError(ValueError):
@@ -283,26 +289,87 @@ def can_block_mesh(case: Path) -> bool:
 
 
 def mesh_problem(case: Path) -> str | None:
-    """Why the workload cannot mesh the case itself, or None."""
+    """Why the workload cannot mesh the case itself (with no ``prepare``), or None."""
     if has_mesh(case) or can_block_mesh(case):
         return None
     return (
-        f"case {case} has no mesh (constant/polyMesh) and no system/blockMeshDict: mesh it "
-        "first (snappyHexMesh, a converted mesh, ...) and give the meshed case"
+        f"case {case} has no mesh (constant/polyMesh) and no system/blockMeshDict: name what "
+        "meshes it in prepare (its Allrun.pre, [snappyHexMesh -overwrite], ...), or give it meshed"
     )
 
 
 def cells(case: Path) -> int | None:
-    """Cells of the mesh: the owner file's header note, else blockMeshDict's blocks."""
-    owner = existing(case, f"{POLY_MESH}/owner")
-    if owner is not None:
-        opener = gzip.open if owner.suffix == ".gz" else open
-        with opener(owner, "rb") as handle:
-            found = CELLS_NOTE.search(handle.read(4096))
-        if found:
-            return int(found.group(1))
+    """Cells of the case's mesh where it has one (:func:`mesh_cells`), else of its
+    blockMeshDict's blocks; None where neither says before OpenFOAM runs (a blockMeshDict
+    foamlib cannot parse, ``#eval{ }``, is one blockMesh alone can read: its mesh tells)."""
+    if has_mesh(case):
+        return mesh_cells(existing(case, f"{POLY_MESH}/owner"))
     path = existing(case, BLOCK_MESH)
-    return block_cells(open_dictionary(path)) if path is not None else None
+    if path is None:
+        return None
+    try:
+        return block_cells(open_dictionary(path))
+    except CaseError:
+        return None
+
+
+def mesh_cells(owner: Path) -> int | None:
+    """Cells of a mesh: one more than the largest label of its ``owner`` list (every cell
+    owns a face), read as OpenFOAM reads it: gzipped or not, ascii or binary (the
+    header's ``arch`` gives the label's width), with or without the ``note`` some
+    writers put in the header (the tutorials' meshes have none). None for an empty
+    list; CaseError where the file is no label list."""
+    stat = owner.stat()
+    return _mesh_cells(owner, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _mesh_cells(owner: Path, mtime_ns: int, size: int) -> int | None:
+    """:func:`mesh_cells` once per version of a file: a plan reads it for every estimate."""
+    opener = gzip.open if owner.suffix == ".gz" else open
+    with opener(owner, "rb") as handle:
+        data = handle.read()
+    header = FOAM_HEADER.search(data)
+    if header is None:
+        raise CaseError(f"{owner} has no FoamFile header: it is no OpenFOAM mesh file")
+    binary = re.search(rb"format\s+binary\s*;", header.group(0)) is not None
+    width = re.search(rb"label\s*=\s*(\d+)", header.group(0))
+    big_endian = b"MSB" in header.group(0)
+    body = _skip_comments(data, header.end())
+    found = LIST_START.match(data, body)
+    if found is None:
+        raise CaseError(f"{owner}: no list of labels after its header (N followed by '(')")
+    count, opening = int(found.group(1)), found.group(2)
+    if count == 0:
+        return None
+    start = found.end()
+    if opening == b"{":  # a uniform list, N{label}
+        return int(data[start : data.index(b"}", start)]) + 1
+    if binary:
+        size = (int(width.group(1)) if width else 32) // 8
+        dtype = np.dtype(f"{'>' if big_endian else '<'}i{size}")
+        labels = np.frombuffer(data, dtype=dtype, count=count, offset=start)
+    else:
+        text = data[start : data.index(b")", start)].decode("ascii")
+        labels = np.array(text.split(), dtype=np.int64)
+    if len(labels) != count:
+        raise CaseError(f"{owner} says {count} labels and holds {len(labels)}")
+    return int(labels.max()) + 1
+
+
+def _skip_comments(data: bytes, at: int) -> int:
+    """Where the first token at or after ``at`` starts, past blanks and comments."""
+    while True:
+        while at < len(data) and data[at : at + 1].isspace():
+            at += 1
+        if data.startswith(b"//", at):
+            end = data.find(b"\n", at)
+            at = len(data) if end < 0 else end + 1
+        elif data.startswith(b"/*", at):
+            end = data.find(b"*/", at)
+            at = len(data) if end < 0 else end + 2
+        else:
+            return at
 
 
 def block_cells(dictionary) -> int | None:
@@ -340,6 +407,8 @@ def values_per_cell(case: Path, start: str | None) -> int:
     """Values a write holds per cell: the components of the start time's volume fields
     (U 3, p 1, ...) and 3 for the face flux phi and fields the solver adds."""
     folder = case / start if start is not None else None
+    if folder is not None and not folder.is_dir():
+        folder = case / f"{start}.orig"  # the tutorials' 0.orig/, which becomes 0/
     total = 3
     if folder is None or not folder.is_dir():
         return total

@@ -531,6 +531,7 @@ WORKLOAD = Workload(
     family="fe",
     env="calculix",
     tools=(Tool(CCX, "calculix-ccx", version=("-v",)),),
+    packaged_paths=((calculix_deck.TEST_DECKS, "calculix-ccx-test"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
     creates_files=True,

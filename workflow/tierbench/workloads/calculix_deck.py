@@ -10,7 +10,8 @@ One repetition:
 1. the deck and every file it ``*INCLUDE``s (nested ones too) are copied into
    a fresh folder on the tier, keeping their layout relative to the deck's
    folder, so ccx finds each where it found it before (``stage_time``,
-   ``stage_bytes``; not part of the solver's times);
+   ``stage_bytes``; not part of the solver's times); a gzipped deck
+   (``name.inp.gz``) is unpacked there as ``name.inp``, which ccx reads;
 2. ``ccx -i <deck name>`` runs in the copy of the deck's folder with ``cores``
    threads (OMP_NUM_THREADS and CalculiX's CCX_NPROC_*), its standard output in
    ``<deck name>.log`` there (``solver_log: file``) or in memory (``pipe``);
@@ -47,6 +48,7 @@ Nothing is fsync'd: ccx's writes are buffered and land in the page cache.
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import os
 import re
@@ -62,6 +64,10 @@ from ..records import metric
 from ..units import format_size, parse_size
 
 SUFFIX = ".inp"
+#: a deck gzipped (CalculiX's own test decks, as Debian ships them): unpacked in the copy
+PACKED = ".gz"
+#: where Debian's calculix-ccx-test installs CalculiX's own test decks
+TEST_DECKS = "/usr/share/doc/calculix-ccx-test/examples/test"
 #: ccx's limits: includes nested deeper than this stop it, names longer than this do not fit
 MAX_INCLUDE_DEPTH = 9
 MAX_NAME = 132
@@ -151,6 +157,13 @@ class Inputs:
     in_place: list[Path] = field(default_factory=list)
     #: every byte ccx reads, deck and includes, in order: one digest of what was measured
     digest: str = ""
+    #: the deck's bytes as ccx reads them (unpacked, where it is gzipped)
+    deck_bytes: int = 0
+
+    @property
+    def job_name(self) -> str:
+        """ccx's job name: the deck's name without .inp (and .gz)."""
+        return self.deck.name.removesuffix(PACKED).removesuffix(SUFFIX)
 
     @property
     def folder(self) -> Path:
@@ -165,6 +178,7 @@ class Inputs:
         if above > len(names):
             raise DeckError(f"deck {self.deck}: an *INCLUDE climbs above {self.folder.anchor}")
         base = names[len(names) - above :]
+        relative[self.deck] = relative[self.deck].removesuffix(PACKED)  # unpacked in the copy
         return {f: os.path.normpath(os.path.join(*base, r)) for f, r in relative.items()}
 
     def workdir(self) -> str:
@@ -172,7 +186,7 @@ class Inputs:
         return os.path.dirname(self.layout()[self.deck]) or "."
 
     def size(self) -> int:
-        return sum(_size(f) for f in self.files)
+        return self.deck_bytes + sum(_size(f) for f in self.files if f != self.deck)
 
 
 def _climbs(relative: str) -> int:
@@ -198,6 +212,9 @@ class _Reader:
 
     def read(self, path: Path, depth: int) -> None:
         data = path.read_bytes()
+        if path == self.found.deck:
+            data = gzip.decompress(data) if path.name.endswith(PACKED) else data
+            self.found.deck_bytes = len(data)
         self.hash.update(data)
         for number, raw in enumerate(data.split(b"\n"), 1):
             line = raw.split(b"\r", 1)[0].split(b"\0", 1)[0]
@@ -244,8 +261,11 @@ def inputs(deck: Path) -> Inputs:
     deck = Path(os.path.abspath(deck))
     if not deck.is_file():
         raise DeckError(f"deck {deck} does not exist")
-    if deck.suffix != SUFFIX:
-        raise DeckError(f"deck {deck} does not end in {SUFFIX}: ccx reads <jobname>{SUFFIX}")
+    if not deck.name.removesuffix(PACKED).endswith(SUFFIX):
+        raise DeckError(
+            f"deck {deck} does not end in {SUFFIX} (or {SUFFIX}{PACKED}): ccx reads "
+            f"<jobname>{SUFFIX}"
+        )
     reader = _Reader(deck)
     reader.read(deck, 0)
     reader.found.digest = reader.hash.hexdigest()
@@ -254,7 +274,7 @@ def inputs(deck: Path) -> Inputs:
 
 
 def check_params(params: dict) -> None:
-    """A deck that exists, ends in .inp, and whose includes ccx would find."""
+    """A deck that exists, ends in .inp (or .inp.gz), and whose includes ccx would find."""
     try:
         inputs(deck_path(params["deck"]))
     except DeckError as error:
@@ -321,7 +341,11 @@ def stage(found: Inputs, root: Path) -> Staged:
     for source, place in found.layout().items():
         target = root / place
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        if source == found.deck and source.name.endswith(PACKED):
+            with gzip.open(source) as packed, open(target, "wb") as unpacked:
+                shutil.copyfileobj(packed, unpacked)
+        else:
+            shutil.copyfile(source, target)
         files[place] = target.stat().st_size
     seconds = time.perf_counter() - began
     return Staged(root, root / found.workdir(), files, seconds)
@@ -474,12 +498,12 @@ def run(job, env: dict) -> list[dict]:
     staged = stage(found, Path(job.folder.path) / "deck")
     job.extra["deck_inputs"] = staged.files
     job.log(
-        f"ccx -i {found.deck.stem} in {staged.workdir} ({len(staged.files)} input files, "
+        f"ccx -i {found.job_name} in {staged.workdir} ({len(staged.files)} input files, "
         f"{format_size(copy)}, copied in {staged.seconds:.3f} s), {env['OMP_NUM_THREADS']} "
         f"threads; planned {format_size(planned)}"
     )
-    solved = solve(staged, found.deck.stem, env, job.params["solver_log"])
-    sta = staged.workdir / f"{found.deck.stem}.sta"
+    solved = solve(staged, found.job_name, env, job.params["solver_log"])
+    sta = staged.workdir / f"{found.job_name}.sta"
     done = progress(solved.log, sta.read_text(errors="replace") if sta.is_file() else "")
     left = written(staged)
     job.extra["written_files"] = left.files

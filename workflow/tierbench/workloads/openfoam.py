@@ -65,13 +65,14 @@ for v1912 (``constant/turbulenceProperties``); a release that wants
 
 A case of your own (``case``: a folder; :mod:`tierbench.foamcase` reads and
 edits its dictionaries): each member gets a copy of it (timed,
-``case_copy_time``), ``0.orig/`` becomes ``0/`` where the case has no ``0/``
-(as the tutorials' Allrun), the controlDict entries the study overrides are
+``case_copy_time``), the controlDict entries the study overrides are
 set and nothing else (``steps``: endTime = start + steps x deltaT at a fixed
 time step; ``write_interval``: writeControl timeStep; ``purge_write``;
-``write_format``; ``file_handler`` on the command line), blockMesh runs where
-the case has a system/blockMeshDict and no constant/polyMesh (any other
-meshing is the user's, beforehand), and decomposePar cuts it for ``ranks``
+``write_format``; ``file_handler`` on the command line), ``prepare`` runs (the
+case's own script or utilities, e.g. blockMesh then setFields; untimed by the
+solver's clock, logged, ``prepare_time``), else blockMesh where the case has a
+system/blockMeshDict and no constant/polyMesh; ``0.orig/`` becomes ``0/`` where the
+case has no ``0/`` (as the tutorials' restore0Dir), and decomposePar cuts it for ``ranks``
 with the case's own method, or ``simple`` where that fails here (Debian's
 v1912 scotch, metis and kahip are stubs). The application the controlDict
 names runs; a "step" is its time step (a transient solver's deltaT, a steady
@@ -97,7 +98,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from statistics import mean, median
@@ -130,6 +131,12 @@ from .cfd_proxy import (
 )
 
 CASE_TEMPLATE = Path(__file__).resolve().parent / "openfoam_case"
+#: where an OpenFOAM installation keeps the functions its tutorials' Allrun scripts source
+RUN_FUNCTIONS = Path("bin/tools/RunFunctions")
+#: tierbench's stand-in for them, where the installation has none (Debian's)
+STAND_IN = Path(__file__).resolve().parent / "openfoam_tools" / "RunFunctions"
+#: the installation's folder with the stand-in added, in a job's run folder
+PROJECT_VIEW = "openfoam_project"
 DEBIAN_PROJECT_DIR = "/usr/share/openfoam"
 #: the writer name of a serial (1-rank) run's time folders, in the case itself
 SERIAL = "case"
@@ -267,6 +274,8 @@ def check_params(params: dict) -> None:
     if p["case"] is not None:
         case_plan(p)
         return
+    if p["prepare"] is not None:
+        raise ValueError("prepare: the generated duct prepares itself; it is for a case of yours")
     own = [name for name in OVERRIDABLE if p[name] == OWN]
     if own:
         raise ValueError(
@@ -342,6 +351,8 @@ def runtime_s(params: dict) -> float:
     if p["case"] is None:
         return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * runs
     plan = case_plan(p)
+    if plan.cells is None:  # its preparation makes the mesh: only a generous limit is known
+        return SOLVER_TIMEOUT_S
     return 60 + 20e-6 * plan.cells * plan.estimated_steps * runs
 
 
@@ -367,16 +378,19 @@ class CasePlan:
     write_format: str
     #: controlDict entries the study overrides (name -> value)
     entries: dict
-    cells: int
+    #: cells of its mesh or blockMeshDict; None where only its preparation makes them
+    #: (a computed blockMeshDict, another mesher): the job reads them once it is prepared
+    cells: int | None
     #: values a write holds per cell (the start time's fields, and phi)
     values_per_cell: int
     #: bytes of the case as it is (each member's copy)
     size: int
-    needs_mesh: bool
+    #: what runs in each member's copy before the solver: (log name, argv) each
+    prepare: tuple[tuple[str, tuple[str, ...]], ...]
 
     def bytes_per_write(self, ranks: int, ensemble: int) -> int:
         per_value = BYTES_PER_VALUE.get(self.write_format, BYTES_PER_VALUE["ascii"])
-        one = self.cells * self.values_per_cell * per_value + ranks * BYTES_PER_RANK_WRITE
+        one = (self.cells or 0) * self.values_per_cell * per_value + ranks * BYTES_PER_RANK_WRITE
         return one * ensemble
 
 
@@ -384,7 +398,9 @@ def case_plan(p: dict) -> CasePlan:
     """Read the case and apply the study's overrides; ValueError (one line) where the case
     cannot run here or what an estimate needs cannot be known before the run."""
     folder = foamcase.case_folder(p["case"])
-    problem = foamcase.case_problem(folder) or foamcase.mesh_problem(folder)
+    problem = foamcase.case_problem(folder)
+    if problem is None and p["prepare"] is None:
+        problem = foamcase.mesh_problem(folder)
     if problem:
         raise ValueError(problem)
     control = foamcase.read_control(folder)
@@ -409,12 +425,6 @@ def case_plan(p: dict) -> CasePlan:
         entries["purgeWrite"] = p["purge_write"]
     if p["write_format"] != OWN:
         entries["writeFormat"] = p["write_format"]
-    cells = foamcase.cells(folder)
-    if not cells:
-        raise ValueError(
-            f"case {folder}: the cells of its blockMeshDict are computed as OpenFOAM reads it; "
-            "run blockMesh in the case first, so that its mesh says how many there are"
-        )
     estimated = steps or own_estimate(control, start)
     return CasePlan(
         folder=folder,
@@ -427,11 +437,31 @@ def case_plan(p: dict) -> CasePlan:
         purge=p["purge_write"] if p["purge_write"] != OWN else control.purge_write,
         write_format=p["write_format"] if p["write_format"] != OWN else control.write_format,
         entries=entries,
-        cells=cells,
+        cells=foamcase.cells(folder),
         values_per_cell=foamcase.values_per_cell(folder, _time_name(start)),
         size=foamcase.size_bytes(folder),
-        needs_mesh=not foamcase.has_mesh(folder),
+        prepare=preparation(p["prepare"], folder),
     )
+
+
+def preparation(prepare, folder: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """What makes the case one its solver can run, (log name, argv) per command: the
+    study's ``prepare`` (a shell command, or utilities run in turn), else blockMesh where
+    the case has no mesh."""
+    if prepare is None:
+        return () if foamcase.has_mesh(folder) else (("blockMesh", ("blockMesh",)),)
+    if isinstance(prepare, str):
+        return (("prepare", ("bash", "-c", prepare)),)
+    steps: list[tuple[str, tuple[str, ...]]] = []
+    for i, item in enumerate(prepare, 1):
+        argv = tuple(shlex.split(item))
+        if not argv:
+            raise ValueError(f"prepare: {item!r} is no command")
+        name = Path(argv[0]).name
+        if any(name == known for known, _ in steps):
+            name = f"{name}.{i}"  # the same utility again (topoSet twice): a log of its own
+        steps.append((name, argv))
+    return tuple(steps)
 
 
 def case_steps(p: dict, folder: Path, control, start, entries: dict) -> int | None:
@@ -951,20 +981,25 @@ def run_tool(command: list[str], case: Path, name: str, env: dict) -> float:
     """Run a preprocessing tool on the case, its output in log.<name>; its wall time."""
     start = time.perf_counter()
     with open(case / f"log.{name}", "wb") as log:
-        done = subprocess.run(
-            command, cwd=case, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=3600
-        )
+        try:
+            done = subprocess.run(
+                command, cwd=case, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=3600
+            )
+        except FileNotFoundError:
+            raise PointFailed(f"{name}: {command[0]} not found (in {case})") from None
+        except subprocess.TimeoutExpired:
+            raise PointFailed(f"{name} ran longer than 3600 s") from None
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         text = (case / f"log.{name}").read_text(errors="replace")
-        reason = fatal_error(text) or _last_line(text)
-        raise PointFailed(f"{name} exited with {done.returncode}: {reason}")
+        reason = fatal_error(text)
+        fatal = FATAL.search(text)  # what it printed before its error, not the error's trailer
+        shown = text[: text.rfind("\n", 0, fatal.start()) + 1] if fatal else text
+        lines = f"its last lines: {last_lines(shown)}"
+        raise PointFailed(
+            f"{name} exited with {done.returncode}: {f'{reason}; {lines}' if reason else lines}"
+        )
     return elapsed
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][-300:] if lines else "no output"
 
 
 def handler_args(p: dict) -> list[str]:
@@ -1002,21 +1037,54 @@ def prepare(member: Member, p: dict, env: dict) -> dict:
 
 
 def prepare_case(job: Job, member: Member, p: dict, plan: CasePlan, env: dict) -> dict:
-    """Copy the user's case into the member's folder, set what the study overrides, mesh
-    it if it has no mesh, decompose it; the preprocessing times (the copy's too)."""
+    """Copy the user's case into the member's folder, set what the study overrides, prepare
+    it (``prepare``, else blockMesh where it has no mesh), make its ``0/`` from ``0.orig/``
+    where it has none, decompose it; the preprocessing times (the copy's too). Each
+    command's output is in the copy's ``log.<name>``; one that fails fails the point with
+    its last lines."""
     began = time.perf_counter()
     shutil.copytree(plan.folder, member.case)
     times = {"copy": time.perf_counter() - began}
-    original = member.case / "0.orig"
-    if not (member.case / "0").exists() and original.is_dir():
-        shutil.copytree(original, member.case / "0")  # as the tutorials' restore0Dir
     if plan.entries:
         foamcase.edit_control(member.case, plan.entries)
-    if plan.needs_mesh:
-        times["blockMesh"] = run_tool(["blockMesh"], member.case, "blockMesh", env)
+    ready = run_functions_env(env, job.folder.path / PROJECT_VIEW) if p["prepare"] else env
+    steps = {name: run_tool(list(argv), member.case, name, ready) for name, argv in plan.prepare}
+    original = member.case / "0.orig"
+    if not (member.case / "0").exists() and original.is_dir():
+        # as the tutorials' restore0Dir, after the meshing (createBaffles must not find a 0/)
+        shutil.copytree(original, member.case / "0")
+    if p["prepare"] is None:
+        times.update(steps)  # blockMesh where the case had no mesh: blockmesh_time
+    elif steps:
+        times["prepare"] = sum(steps.values())
+        times["prepare_steps"] = steps
     if parallel(p):
         times["decomposePar"] = decompose_case(job, member.case, p, env)
     return times
+
+
+def run_functions_env(env: dict, view: Path) -> dict:
+    """The environment a study's ``prepare`` runs in: OpenFOAM's, and where its
+    installation has no ``bin/tools/RunFunctions`` (Debian's), WM_PROJECT_DIR naming
+    ``view``: the installation's folders linked, and tierbench's stand-in for that file
+    (``openfoam_tools/RunFunctions``), which the tutorials' Allrun scripts source. Made
+    once per job, in its run folder beside the members' cases."""
+    project = Path(env.get("WM_PROJECT_DIR", DEBIAN_PROJECT_DIR))
+    if (project / RUN_FUNCTIONS).is_file():
+        return env
+    if not view.is_dir():
+        tools = view / RUN_FUNCTIONS.parent
+        tools.mkdir(parents=True)
+        for here, made in (
+            (project, view),
+            (project / "bin", view / "bin"),
+            (project / "bin/tools", tools),
+        ):
+            for entry in sorted(here.iterdir()) if here.is_dir() else []:
+                if not (made / entry.name).exists():
+                    (made / entry.name).symlink_to(entry)
+        shutil.copyfile(STAND_IN, view / RUN_FUNCTIONS)
+    return {**env, "WM_PROJECT_DIR": str(view)}
 
 
 def decompose_case(job: Job, case: Path, p: dict, env: dict) -> float:
@@ -1052,7 +1120,7 @@ def on_member_nodes(job: Job, member: Member, argv: list[str]) -> list[str]:
     if done.returncode != 0:
         raise PointFailed(
             f"on the nodes of member {member.index}: {shlex.join(argv[:2])} exited with "
-            f"{done.returncode}: {_last_line(done.stderr + done.stdout)}"
+            f"{done.returncode}: {last_lines(done.stderr + done.stdout, 1)}"
         )
     return done.stdout.splitlines()
 
@@ -1364,7 +1432,8 @@ def run(job: Job) -> list[dict]:
     launcher = job.spec.get("launcher") or DEFAULT_LAUNCHER
     env, how = openfoam_environment(job.spec.get("openfoam"))
     job.extra["openfoam_env"] = how
-    job.extra["openfoam_tools"] = find_tools(env, ("blockMesh", "decomposePar", solver.name))
+    tools = ("blockMesh", "decomposePar", solver.name, *prepare_tools(plan))
+    job.extra["openfoam_tools"] = find_tools(env, tools)
     job.log(f"{p['ensemble']} x {solver.name} on {p['ranks']} ranks, {describe(p, plan)}; "
             f"OpenFOAM: {how}")  # fmt: skip
     if plan is None:
@@ -1373,7 +1442,11 @@ def run(job: Job) -> list[dict]:
         job.extra["case"] = case_record(plan)
 
     def prepared(member: Member) -> dict:
-        made = prepare(member, p, env) if plan is None else prepare_case(job, member, p, plan, env)
+        if plan is None:
+            made = prepare(member, p, env)
+        else:
+            made = prepare_case(job, member, p, plan, env)
+            prepared_cells(job, member.case, p, plan)
         if on_node_local_tier_across_nodes(job):
             made["stage_to_nodes"] = stage_to_member_nodes(job, member)
         return made
@@ -1438,6 +1511,36 @@ def run_alone(
     return {**result, "preprocessing_s": preprocessing}
 
 
+def prepare_tools(plan: CasePlan | None) -> tuple[str, ...]:
+    """The commands a case's preparation runs from PATH (checked before any runs)."""
+    if plan is None:
+        return ()
+    return tuple(dict.fromkeys(argv[0] for _, argv in plan.prepare if "/" not in argv[0]))
+
+
+def prepared_cells(job: Job, case: Path, p: dict, plan: CasePlan) -> None:
+    """The cells of the prepared mesh, in the job's record (the first member's); where the
+    plan could not know them, the tier's space and max_bytes are checked again with them."""
+    if "cells_prepared" in job.extra["case"]:
+        return
+    owner = foamcase.existing(case, f"{foamcase.POLY_MESH}/owner")
+    if owner is None:
+        raise PointFailed(
+            f"the case has no mesh (constant/polyMesh) once prepared: its prepare "
+            f"{p['prepare']!r} must make one"
+        )
+    try:
+        cells = foamcase.mesh_cells(owner)
+    except foamcase.CaseError as error:
+        raise PointFailed(str(error)) from None
+    job.extra["case"]["cells_prepared"] = cells
+    if plan.cells is None and cells:
+        meshed = replace(plan, cells=cells)
+        kept = kept_writes(plan.writes, plan.purge)
+        writes = (kept + 3) * meshed.bytes_per_write(p["ranks"], p["ensemble"])
+        job.folder.ensure_space(plan.size * p["ensemble"] + writes, job.max_bytes)
+
+
 def describe(p: dict, plan: CasePlan | None) -> str:
     """The point in one line of the job's log."""
     if plan is None:
@@ -1448,8 +1551,11 @@ def describe(p: dict, plan: CasePlan | None) -> str:
             f"{p['file_handler']}, {p['write_format']}, purgeWrite {p['purge_write']}"
         )
     steps = plan.steps if plan.steps is not None else "the case's own"
+    cells = f"{plan.cells} cells" if plan.cells is not None else "cells as prepared"
+    prepare = "; ".join(shlex.join(argv) for _, argv in plan.prepare) or "nothing"
     return (
-        f"case {plan.folder} ({plan.cells} cells), {steps} time steps, writes {plan.write[0]} "
+        f"case {plan.folder} ({cells}), prepared by {prepare}, {steps} time steps, "
+        f"writes {plan.write[0]} "
         f"{plan.write[1] if plan.write[1] is not None else ''}, {plan.write_format}, "
         f"purgeWrite {plan.purge}; controlDict set: {plan.entries or 'nothing'}"
     )
@@ -1467,15 +1573,16 @@ def case_record(plan: CasePlan) -> dict:
             k: v if not isinstance(v, Decimal) else str(v) for k, v in plan.entries.items()
         },
         "size_bytes": plan.size,
-        "meshed_here": plan.needs_mesh,
+        "prepare": [shlex.join(argv) for _, argv in plan.prepare],
     }
 
 
 def preprocessing_metrics(preprocessing: list[dict]) -> list[dict]:
     """The times of what ran before the solver, each member's mean: the case's copy onto
-    the tier, blockMesh, decomposePar (a step that did not run has no metric)."""
+    the tier, blockMesh or the study's ``prepare`` (its commands together), decomposePar
+    (a step that did not run has no metric)."""
     names = {"copy": "case_copy_time", "blockMesh": "blockmesh_time"}
-    names["decomposePar"] = "decompose_time"
+    names.update(prepare="prepare_time", decomposePar="decompose_time")
     return [
         metric(name, mean(t[step] for t in preprocessing), "s")
         for step, name in names.items()
@@ -1501,6 +1608,7 @@ WORKLOAD = Workload(
         Tool("mpiexec", "openmpi-bin"),
     ),
     packaged_paths=((TUTORIALS, "openfoam-examples"),),
+    list_params=("prepare",),
     headline=("time_per_step",),
     mpi=True,
     check_params=check_params,
