@@ -122,6 +122,10 @@ def _queue_limit():
 
 
 _queue_limit()
+# One benchmark at a time (each takes bench=1), also where no profile says so: inside a
+# Slurm allocation, whose Snakemake lays its group's jobs end to end only under this
+# limit (otherwise it would add their CPUs and nodes up for the step it starts them in).
+workflow.global_resources.setdefault("bench", 1)
 
 
 def _load():
