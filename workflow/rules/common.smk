@@ -114,7 +114,8 @@ HARDWARE = _hardware()
 
 def _queue_limit():
     """The hardware file's `allocations: queue`: at most that many of a run's jobs wait in
-    the queue at once (--jobs lowered to it). A local run has no --jobs and keeps none."""
+    the queue at once (--jobs lowered to it). A local run has no --jobs and keeps none.
+    """
     queue = HARDWARE.get("allocations", {}).get("queue")
     jobs = workflow.global_resources["_nodes"].value
     if queue and jobs is not None and jobs > queue:
@@ -453,8 +454,13 @@ def bench_nodes(workload):
 
 def bench_tasks(workload):
     """Resource `tasks`: what the workload estimates; in an allocation, as many on every
-    node as any of its jobs puts on one (with `--ntasks-per-node`, bench_slurm_extra)."""
-    own = point_resource(workload, "tasks") if get_workload(workload).mpi else bench_nodes(workload)
+    node as any of its jobs puts on one (with `--ntasks-per-node`, bench_slurm_extra).
+    """
+    own = (
+        point_resource(workload, "tasks")
+        if get_workload(workload).mpi
+        else bench_nodes(workload)
+    )
 
     @per_job
     def tasks(wildcards):
@@ -661,11 +667,12 @@ def in_allocations():
 
 def allocation_limits():
     """The site's limits from the hardware file's `allocations`; at most the partition's
-    own time limit where Slurm can say (sinfo), else none."""
+    own time limit where Slurm can say (sinfo) and it has one, else a day."""
     wanted = HARDWARE.get("allocations", {})
     at_most = wanted.get("at_most")
     if at_most is None:
         at_most = cluster.partition_time_limit(HARDWARE.get("partition"))
+        at_most = at_most or allocations.DEFAULT_AT_MOST_MINUTES
     else:
         at_most = parse_duration_minutes(at_most)
     return allocations.Limits(
@@ -805,6 +812,12 @@ def allocation_group(workload):
     return group
 
 
+@per_job
+def setup_group(wildcards):
+    """Group: under Slurm a study's preflight and probe are one job, not two to queue for."""
+    return f"{wildcards.study}-setup" if in_allocations() else None
+
+
 def merge_allocation_parts(name):
     """Snakemake submits each connected part of a group as a job of its own unless told how
     many parts to merge (--group-components, per group or per the group it was named
@@ -845,8 +858,17 @@ def benchmark_resources(workload):
     if workload.mpi or workload.nodes is not None:
         # stage runs a command on each of its nodes (srun -N <n> --ntasks-per-node=1 cp):
         # Slurm keeps the nodes of a job only when it asks for a task on each
-        return {**common, "tasks": bench_tasks(name), "nodes": bench_nodes(name), "cpus_per_task": 1}
-    return {**common, "nodes": bench_nodes(name), "cpus_per_task": point_resource(name, "threads")}
+        return {
+            **common,
+            "tasks": bench_tasks(name),
+            "nodes": bench_nodes(name),
+            "cpus_per_task": 1,
+        }
+    return {
+        **common,
+        "nodes": bench_nodes(name),
+        "cpus_per_task": point_resource(name, "threads"),
+    }
 
 
 #: The shell command of every benchmark job: one short line, pasteable to re-run

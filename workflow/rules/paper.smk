@@ -1,6 +1,14 @@
 """Re-run the documents' studies: published numbers beside ours, a verdict per lesson."""
 
 
+# They only read the files of the run: on a cluster they run where Snakemake runs
+# instead of waiting in the queue.
+localrules:
+    verdict,
+    paper_figures,
+    paper,
+
+
 rule lessons:
     """The study's lessons as its file declares them: what the verdict and the adaptive step
     judge (tierbench.verdicts)."""

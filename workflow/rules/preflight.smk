@@ -29,6 +29,8 @@ rule preflight:
         f"{OUT}/{{study}}/preflight.json",
     log:
         f"{OUT}/{{study}}/logs/preflight.log",
+    group:
+        setup_group
     conda:
         "../../envs/python.yaml"
     resources:
@@ -48,6 +50,8 @@ rule probe:
         f"{OUT}/{{study}}/provenance/tiers.json",
     log:
         f"{OUT}/{{study}}/logs/probe.log",
+    group:
+        setup_group
     conda:
         "../../envs/python.yaml"
     resources:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 STEP_OVERHEAD_S = 10
 #: a job's minutes when its workload does not estimate its run time (`runtime_s`)
 UNKNOWN_MINUTES = 10
+#: the longest allocation where neither the site nor its partition says (a common limit)
+DEFAULT_AT_MOST_MINUTES = 24 * 60
 #: minutes an allocation takes before its first job: the batch script's Snakemake
 #: parses the workflow and builds its part of the graph
 START_MINUTES = 2
