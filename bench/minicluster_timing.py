@@ -19,7 +19,9 @@ Slurm tests run the same pipeline.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -65,8 +67,9 @@ def unavailable() -> str | None:
     return None
 
 
-def two_node_smoke(scratch: Path) -> float:
-    """Wall time of the default study's smoke preset on the cluster, through Slurm."""
+def two_node_smoke(scratch: Path) -> tuple[float, int, float | None]:
+    """Wall time of the default study's smoke preset on the cluster, through Slurm; the
+    Slurm jobs it submitted; the share of the allocations' node time inside benchmarks."""
     root = copy_pipeline(scratch, "smoke-on-slurm")
     (root / "slurm").symlink_to((REPO / "slurm").readlink())
     argv = [sys.executable, "-m", "snakemake", "--profile", "slurm"]
@@ -77,7 +80,9 @@ def two_node_smoke(scratch: Path) -> float:
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"the smoke study on Slurm failed: {done.stderr.strip()[-300:]}")
-    return seconds
+    jobs = len(re.findall(r"has been submitted with SLURM jobid", done.stdout + done.stderr))
+    use = json.loads((root / "results/minicluster/default/provenance/allocations.json").read_text())
+    return seconds, jobs, use["benchmark_share"]
 
 
 def smoke_on_cluster(runs: int, scratch: Path, goal) -> dict:
@@ -85,15 +90,23 @@ def smoke_on_cluster(runs: int, scratch: Path, goal) -> dict:
     if not runs:
         return skipped_row(ITEM, "two_node_smoke", measure, "s", "skipped (--tiny)", goal)
     cluster = minicluster.MiniCluster()
-    times = []
+    times, jobs, shares = [], [], []
     try:
         cluster.up()
         for number in range(runs):
-            times.append(two_node_smoke(scratch / f"run{number}"))
-            log(f"two-node smoke {number + 1}: {times[-1]:.0f} s")
+            seconds, submitted, share = two_node_smoke(scratch / f"run{number}")
+            times.append(seconds)
+            jobs.append(submitted)
+            shares.append(share)
+            log(f"two-node smoke {number + 1}: {seconds:.0f} s, {submitted} Slurm jobs, "
+                f"{share:.0%} of the allocated node time in benchmarks")  # fmt: skip
     finally:
         cluster.down()
-    return row(ITEM, "two_node_smoke", measure, "s", times, goal, "one benchmark at a time")
+    detail = (
+        f"one benchmark at a time in allocations; Slurm jobs per run {sorted(jobs)}; share of "
+        f"the allocations' node time inside benchmarks {sorted(shares)}"
+    )
+    return row(ITEM, "two_node_smoke", measure, "s", times, goal, detail)
 
 
 def measure(mode: str, scratch: Path, goal) -> list[dict]:

@@ -139,7 +139,7 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
     assert results["slurm_job_id"].str.fullmatch(r"\d+").all(), results["slurm_job_id"]
     (allocation,) = ids = job_ids(runs)
     submitted = SUBMITTED.findall(done.stdout + done.stderr)
-    assert allocation in submitted and len(submitted) == 3, submitted  # preflight, probe
+    assert allocation in submitted and len(submitted) == 2, submitted  # and the set-up job
     assert set(results["host"]) <= NODES, set(results["host"])
     job = slurm_job(slurm, allocation)
     assert job["JobState"] == "COMPLETED", job
@@ -172,7 +172,12 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
     nodes = json.loads((root / f"results/{HARDWARE}/default/provenance/nodes.json").read_text())
     assert {n["tier"] for n in nodes} == {"local", "shared"}
     assert {n["host"] for n in nodes} <= NODES
-    assert sorted((i for n in nodes for i in n["slurm_job_ids"]), key=int) == sorted(ids, key=int)
+    assert {i for n in nodes for i in n["slurm_job_ids"]} == set(ids)  # one row per tier
+    use = json.loads((root / f"results/{HARDWARE}/default/provenance/allocations.json").read_text())
+    ((held,),) = [[a for a in use["allocations"] if a["slurm_job_id"] == allocation]]
+    assert held["benchmarks"] == len(runs) and 0 < held["benchmark_s"] <= held["held_s"]
+    assert 0 < use["benchmark_share"] <= 1
+    assert "of it inside benchmarks" in (root / f"results/{HARDWARE}/report.html").read_text()
     html = (root / f"results/{HARDWARE}/report.html").read_text()
     for node in nodes:
         assert node["fs_type"] and node["slurm_partition"] == slurm.partition
@@ -348,17 +353,15 @@ def document_001_experiments(root: Path) -> str:
 
 def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
     """cfd_dcpmm's document experiments at their smoke size: the proxy and simpleFoam on
-    the node-local tmpfs and the GlusterFS volume, single runs and ensembles, staging,
-    every point a Slurm job on a node, gathered on the submit host, and document 001's
-    lessons judged on the shared tier: its file creates reach the server whatever the
-    page cache holds, so no lesson waits for a device it never met.
-
-    On whole nodes (exclusive=True), as the document's runs: the node-local points run two
-    at a time, one per node, and only the shared tier's wait for each other. What is
-    checked here is where the jobs ran and what was judged, not their speed."""
+    the node-local tmpfs and the GlusterFS volume, single runs and ensembles, staging, in a
+    handful of Slurm jobs, ensemble members on nodes of their own, gathered on the submit
+    host, and document 001's lessons judged on the shared tier: its file creates reach the
+    server whatever the page cache holds, so no lesson waits for a device it never met.
+    On whole nodes (exclusive=True), as the document's runs. What is checked here is where
+    the jobs ran and what was judged, not their speed."""
     root = hardware_file(pipeline)
     started = time.monotonic()
-    on_slurm(
+    done = on_slurm(
         pipeline,
         "--configfile",
         document_001_experiments(root),
@@ -377,6 +380,16 @@ def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
         ran = measured[measured["workload"] == workload]
         assert set(ran["tier"]) == {"local", "shared"}, workload
     assert set(measured["host"]) <= NODES and measured["slurm_job_id"].notna().all()
+    # a handful of Slurm jobs (93 when every repetition was one), whose ranks used the nodes
+    submitted = SUBMITTED.findall(done.stdout + done.stderr)
+    assert len(submitted) <= 12, submitted
+    raw = root / f"results/{HARDWARE}/cfd_dcpmm/raw"
+    records = [json.loads(path.read_text()) for path in raw.rglob("rep*.json")]
+    assert len({host for r in records for host in r["extra"].get("rank_hosts", [])}) >= 2
+    for record in records:
+        if record["spec"]["params"].get("ensemble", 1) > 1:
+            hosts = [tuple(m["hosts"]) for m in record["extra"]["members"]]
+            assert len(set(hosts)) == len(hosts), (record["spec"]["point"], hosts)
 
     verdicts = json.loads((root / f"results/{HARDWARE}/cfd_dcpmm/verdict.json").read_text())
     first = [v for v in verdicts["verdicts"] if v["lesson"].startswith("Writing every step")]
