@@ -3,8 +3,12 @@ error, never a traceback and never a wrong number."""
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 
-from conftest import REPO, fixture_text
+from conftest import REPO, fixture_text, job_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tierbench import matrix
@@ -180,3 +184,31 @@ def test_truncation_gives_the_full_numbers_or_an_error(tool, data):
     except PointFailed:
         return
     assert partial == full
+
+
+def test_a_sigterm_leaves_no_record_no_run_folder_and_says_why(tmp_path):
+    """Slurm ends an allocation's processes with SIGTERM (time limit, scancel, a lost node):
+    the repetition that was running writes no record, removes its run folder and says in
+    its log's last line that the same command again measures it."""
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    spec = job_spec("command", tier, {"command": "sleep 60"})
+    out = tmp_path / "rep1.json"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "tierbench.runner", "--spec", json.dumps(spec), "--out", str(out)],
+        cwd=REPO / "workflow",
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not list(tier.glob("tierbench-*")):  # the run folder: the benchmark has begun
+        assert runner.poll() is None and time.monotonic() < deadline, runner.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    runner.terminate()
+    _, log = runner.communicate(timeout=30)
+    assert runner.returncode == 128 + signal.SIGTERM, log
+    assert "stopped by SIGTERM" in log.strip().splitlines()[-1], log
+    assert "the same command again measures it" in log
+    assert not out.exists()
+    assert list(tier.iterdir()) == []

@@ -420,7 +420,7 @@ def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
             assert time.monotonic() < deadline, "4 benchmarks not measured in 300 s"
             time.sleep(0.2)
         running = slurm.run("squeue", "--noheader", "--states=RUNNING", "--format=%i %k")
-        (allocation,) = [line.split()[0] for line in running.splitlines() if "group_" in line]
+        (allocation,) = [line.split()[0] for line in running.splitlines() if "-round1-" in line]
         slurm.run("scancel", allocation)
         output, _ = first.communicate(timeout=300)
     finally:
