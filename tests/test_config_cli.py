@@ -1,11 +1,13 @@
 """Bad configuration stops `snakemake -n` before any job, naming the key."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 
 def test_dry_run_lists_the_default_study(pipeline):
@@ -104,7 +106,7 @@ def test_job_resources_with_and_without_partitions_and_exclusive(pipeline, tmp_p
     assert plain and all(
         r["bench"] == "1" and r["slurm_partition"] == "" and r["slurm_extra"] == "" for r in plain
     )
-    assert all(int(r["runtime"]) >= 1 and int(r["mem_mb"]) > 0 for r in plain)
+    assert all(int(r["runtime"]) >= 1 and int(r["mem_mb_per_cpu"]) > 0 for r in plain)
 
     partitioned = tmp_path / "partitioned.yaml"
     partitioned.write_text(
@@ -136,3 +138,19 @@ def test_a_local_benchmark_holds_every_core_so_no_figure_job_runs_beside_it(pipe
     exclusive.write_text("exclusive: true\n")
     done = pipeline("-n", "-c3", "--configfile", str(exclusive), "--config", "scale=smoke").stdout
     assert set(job_threads(done, "fio")) == {1}
+
+
+def test_a_slurm_plan_lists_its_allocations_within_the_sites_limits(pipeline):
+    """Under Slurm a study is a few allocations: the dry run and plan.json list them, none
+    longer than the hardware file's `at_most`, and each one Snakemake job group."""
+    hardware = yaml.safe_load((pipeline.root / "config/hardware/minicluster.yaml").read_text())
+    hardware.update(name="site", nodes=2, allocations={"at_most": "5min", "at_least": "30min"})
+    (pipeline.root / "config/hardware/site.yaml").write_text(yaml.safe_dump(hardware))
+    done = pipeline("-n", "--config", "scale=smoke", "hardware=site")
+    output = done.stdout + done.stderr
+    listed = re.findall(r"  (default-round1-\d+): .*?, (\d+) min, (\d+) jobs of", output)
+    assert len(listed) > 1 and all(int(minutes) <= 5 for _, minutes, _ in listed), output
+    assert sum(int(jobs) for _, _, jobs in listed) == 18 * 4  # a warm-up and 3 repetitions
+    groups = set(re.findall(r"Group job (default-round1-\d+)", output))
+    assert groups == {name for name, _, _ in listed}
+    assert "below the 30 min the hardware file asks for" in output
