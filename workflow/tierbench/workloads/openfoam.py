@@ -1164,15 +1164,14 @@ def member_tree(job: Job, member: Member, everything: bool) -> dict[str, int]:
 
 
 def remove_from_member_nodes(job: Job, member: Member) -> None:
-    """The member's copies on its other nodes removed, with the run folder they sit in
-    (on the job's own node the run folder goes with the job)."""
+    """The run folder removed from the member's nodes other than the job's own, where the
+    case was copied to (on the job's own node it goes with the job, after its log is kept)."""
     if not on_node_local_tier_across_nodes(job):
         return
-    here = socket.gethostname()
-    remove = '[ "$(hostname)" = "$3" ] || rm -rf "$1"; rm -rf "$2"'
-    folder = str(job.folder.path)
+    remove = '[ "$(hostname)" = "$2" ] || rm -rf "$1"'
+    folder, here = str(job.folder.path), socket.gethostname()
     try:
-        on_member_nodes(job, member, ["sh", "-c", remove, "sh", folder, str(member.case), here])
+        on_member_nodes(job, member, ["sh", "-c", remove, "sh", folder, here])
     except (PointFailed, subprocess.SubprocessError) as error:
         job.log(f"could not remove member {member.index}'s copies on its nodes: {error}")
 
