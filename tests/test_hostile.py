@@ -212,3 +212,31 @@ def test_a_sigterm_leaves_no_record_no_run_folder_and_says_why(tmp_path):
     assert "the same command again measures it" in log
     assert not out.exists()
     assert list(tier.iterdir()) == []
+
+
+FORKED_WORKER = """
+import os, signal, time
+from tierbench import runner
+runner.stop_on_sigterm()
+pid = os.fork()
+if pid == 0:  # as a process pool's worker
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.3)
+os.kill(pid, signal.SIGTERM)
+_, status = os.waitpid(pid, 0)
+print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+"""
+
+
+def test_a_worker_the_runner_forks_ends_on_sigterm_as_it_would_have():
+    """A pool ends its workers with SIGTERM: a worker that inherited the runner's handler
+    and raised instead (holding the pool's queue lock) left the next worker waiting."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_WORKER],
+        cwd=REPO / "workflow",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "True", done.stdout + done.stderr

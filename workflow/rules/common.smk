@@ -727,7 +727,7 @@ def first_round(point):
 
 
 _ALLOCATIONS = {}
-#: (point id, repetition) -> (its allocation, the job as packed)
+#: (point id, repetition) -> (its allocation, its whole minutes of the time limit)
 _ALLOCATION_OF = {}
 
 

@@ -110,9 +110,18 @@ class Stopped(BaseException):
 
 def stop_on_sigterm() -> None:
     """Turn SIGTERM into :class:`Stopped`, so the run folder on the tier is removed on the
-    way out and the log's last line says why the point has no record."""
+    way out and the log's last line says why the point has no record. Only in the runner:
+    a worker it forks (a process pool's) inherits the handler, and a pool ends its
+    workers with SIGTERM, where an exception raised while holding the pool's queue lock
+    left the next worker waiting for it forever."""
+
+    runner = os.getpid()
 
     def stop(signum, frame):
+        if os.getpid() != runner:  # a forked worker (a pool's) ends as it would have
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         raise Stopped()
 
     signal.signal(signal.SIGTERM, stop)
