@@ -256,6 +256,17 @@ def test_sequential(tmp_path):
     )
     assert "Dashed line: STREAM copy" in entries["dd_tiers_dd_tiers"]["caption"]
     assert "Not run (recorded as skipped): file_fraction 2" in entries["cliff_cliff"]["caption"]
+    stream_caption = entries["stream_kernels"]["caption"]
+    assert "(32 MiB of last-level cache, arrays at least 4x that)" in stream_caption
+
+
+def test_stream_caption_says_when_the_arrays_were_capped():
+    """STREAM's arrays below 4x the cache (a run capped in time or memory) are not 4x."""
+    assert sequential.array_rule(pd.Series([2.0**27]), pd.Series([2.0**25])) == (
+        "arrays at least 4x that"
+    )
+    capped = sequential.array_rule(pd.Series([0.6 * 2**29]), pd.Series([2.0**29]))
+    assert capped.startswith("arrays capped at 0.6x that, below STREAM's 4x")
 
 
 def test_sequential_without_stream_draws_no_ceiling_and_says_so(tmp_path):

@@ -67,7 +67,12 @@ def check_stream(results):
         # STREAM's own arithmetic: best rate = bytes counted / best time
         rate = runs[f"{kernel}_bytes"] / runs[f"{kernel}_min_time"] / 1e6
         assert (rate / runs[f"{kernel}_bandwidth"]).between(0.99, 1.01).all(), kernel
-    assert (runs["array_bytes"] >= 4 * runs["llc_total_bytes"]).all()
+    # STREAM's rule, unless the run said it capped the arrays (a cache of hundreds of MiB)
+    reasons = stream.groupby("repetition")["page_cache_reason"].first().fillna("")
+    capped = reasons.astype(str).str.contains("arrays capped")
+    rule = runs["array_bytes"] >= 4 * runs["llc_total_bytes"]
+    assert (rule | capped.reindex(runs.index, fill_value=False)).all()
+    assert (3 * runs["array_bytes"] > runs["llc_total_bytes"]).all()  # outgrowing the cache
     # the studies ask for 2 threads; a job allowed fewer CPUs runs that many (stream.py)
     assert (runs["threads"] == min(2, len(os.sched_getaffinity(0)))).all()
 

@@ -216,9 +216,12 @@ def paper_stream_points():
     return found
 
 
-@pytest.mark.parametrize("llc", [LARGE_LLC, 1152 * MiB], ids=["260MiB", "1152MiB"])
+@pytest.mark.parametrize(
+    "llc", [LARGE_LLC, 480 * MiB, 1152 * MiB], ids=["260MiB", "480MiB", "1152MiB"]
+)
 def test_paper_studies_size_stream_for_any_cache(llc):
-    """On a node with room, every paper study's STREAM point meets STREAM's rule.
+    """On a node with room, every paper study's STREAM point asks for STREAM's rule and
+    runs within a few seconds, its arrays still outgrowing the cache.
 
     Only ``full`` may pin the document's own array_size; everywhere else the
     cache sets the size and nothing in a study file may cap it.
@@ -229,34 +232,115 @@ def test_paper_studies_size_stream_for_any_cache(llc):
         if params.get("array_size"):
             assert scale == "full", (study, scale)
             continue
-        elements = stream.array_elements(params, llc)
-        assert elements * 8 >= 4 * llc, (study, scale)
-        stream.check_room(elements, "x", (24 * GiB, "available memory"))
+        assert stream.array_elements(params, llc) * 8 >= 4 * llc, (study, scale)
+        room = (24 * GiB, "available memory")
+        elements, _ = stream.plan_arrays(params, llc, params["threads"], room)
+        assert 3 * elements * 8 > llc, (study, scale)
+        seconds = stream.estimated_seconds(elements, params.get("ntimes", 10), params["threads"])
+        # within the budget, unless arrays that just outgrow the cache take longer
+        assert seconds <= 5 or elements == stream.floor_elements(llc), (study, scale)
 
 
 def test_a_node_that_cannot_hold_the_arrays_fails_in_one_line(monkeypatch, tmp_path):
+    """Memory below the cache: no cap can leave arrays that stream from memory."""
     monkeypatch.setattr(stream, "SYS_CPU", str(large_cache(tmp_path / "cpu")))
-    node_memory(monkeypatch, tmp_path, 2 * GiB)
+    node_memory(monkeypatch, tmp_path, 256 * MiB)
     record = run_job(void_spec(ntimes=2), stream.run)
     (failed,) = {m["status"] for m in record["metrics"]}
     reason = record["metrics"][0]["reason"]
     assert failed == "failed" and "\n" not in reason, record["metrics"]
-    assert "STREAM needs 3 arrays of 1 GiB (4 x the 260 MiB of last-level cache)" in reason
-    assert "available memory is 2 GiB" in reason and "at least 3.8 GiB" in reason
+    assert "3 arrays that together outgrow the 260 MiB of last-level cache" in reason
+    assert "available memory is 256 MiB" in reason and "at least 325 MiB" in reason
+
+
+def test_a_small_cache_keeps_streams_rule():
+    """This machine's kind of cache (32 MiB): 4 x the cache per array, nothing capped."""
+    params = {"threads": 2, "ntimes": 10}
+    elements, capped = stream.plan_arrays(params, 32 * MiB, 2, (20 * GiB, "available memory"))
+    assert elements * 8 == 4 * 32 * MiB and capped is None
+    assert stream.estimated_seconds(elements, 10, 2) <= stream.RUN_BUDGET_S
+
+
+def test_a_480MiB_cache_is_capped_to_a_few_seconds_and_says_so(tmp_path):
+    """The issue's Xeon: 4 x 480 MiB per array took 19 s a run; the cap keeps it within 5 s."""
+    llc = stream.last_level_cache(large_cache(tmp_path, 480 * MiB))
+    assert llc == (480 * MiB, 480 * MiB)
+    params = {"threads": 2, "ntimes": 10}
+    rule = stream.array_elements(params, llc[1])
+    assert rule * 8 == 4 * 480 * MiB
+    assert stream.estimated_seconds(rule, 10, 2) > 5  # what the rule alone would cost
+    elements, capped = stream.plan_arrays(params, llc[1], 2, (22 * GiB, "available memory"))
+    assert elements < rule
+    assert stream.estimated_seconds(elements, 10, 2) <= stream.RUN_BUDGET_S <= 5
+    assert 3 * elements * 8 > llc[1]  # together the arrays still outgrow the cache
+    assert capped.startswith(f"arrays capped at {stream.format_size(elements * 8)}")
+    assert "480 MiB of last-level cache instead of 4 x (STREAM's rule)" in capped
+    assert "1.9 GiB per array would take about" in capped
+    assert "smaller than the cache" in capped
+
+
+def test_fewer_iterations_leave_larger_arrays():
+    """The cap is on the run's time: three iterations may stream larger arrays than ten."""
+    ten = stream.plan_arrays({"threads": 2, "ntimes": 10}, 480 * MiB, 2, None)[0]
+    three = stream.plan_arrays({"threads": 2, "ntimes": 3}, 480 * MiB, 2, None)[0]
+    assert three > ten
+
+
+def test_the_time_cap_never_goes_below_arrays_that_outgrow_the_cache(monkeypatch):
+    monkeypatch.setattr(stream, "RUN_BUDGET_S", 0.001)
+    elements, capped = stream.plan_arrays({"threads": 1}, 480 * MiB, 1, None)
+    assert elements == stream.floor_elements(480 * MiB)
+    assert 3 * elements * 8 > 480 * MiB >= 3 * (elements - 1) * 8
+    assert "would take about" in capped
+
+
+def test_memory_below_the_rule_caps_the_arrays_and_says_so():
+    """The cache asks for more than the job may use: capped to fit, not a failed point."""
+    room = (768 * MiB, "the Slurm job's memory")
+    elements, capped = stream.plan_arrays({"threads": 2, "ntimes": 10}, LARGE_LLC, 2, room)
+    assert elements == int(0.8 * 768 * MiB // 24)
+    assert "the Slurm job's memory is 768 MiB: three arrays may take 80% of it" in capped
+
+
+def test_an_explicit_array_size_is_run_as_given():
+    params = {"threads": 2, "array_size": 10**9}
+    assert stream.plan_arrays(params, 32 * MiB, 2, None) == (10**9, None)
+    with pytest.raises(PointFailed, match="STREAM needs 3 arrays of 7.5 GiB"):
+        stream.plan_arrays(params, 32 * MiB, 2, (4 * GiB, "available memory"))
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_a_capped_run_says_so_in_its_record(monkeypatch, tmp_path):
+    """A cap found while running reaches extra and the point's page-cache reason."""
+    monkeypatch.setattr(stream, "SYS_CPU", str(large_cache(tmp_path / "cpu", 6 * MiB)))
+    monkeypatch.setattr(stream, "RUN_BUDGET_S", 0.001)
+    node_memory(monkeypatch, tmp_path, 8 * GiB)
+    record = run_job(void_spec(ntimes=2), stream.run)
+    metrics = {m["metric"]: m for m in record["metrics"]}
+    assert metrics["triad_bandwidth"]["status"] == "ok", record["metrics"]
+    assert metrics["array_bytes"]["value"] == 8 * stream.floor_elements(6 * MiB)
+    capped = record["extra"]["array_capped"]
+    assert capped.startswith("arrays capped at 2 MiB, 0.33 x the 6 MiB of last-level cache")
+    assert record["page_cache"]["page_cache"] == "not_applicable"
+    assert record["page_cache"]["page_cache_reason"].endswith("; " + capped)
+    assert record["extra"]["estimated_s"] >= 0
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 def test_a_large_cache_on_a_large_node_runs(monkeypatch, tmp_path):
-    """The 260 MiB cache that a fixed 1 GiB cap turned into a failed point: now it runs."""
-    if stream.meminfo()["MemAvailable"] < 6 * GiB:
-        pytest.skip("needs 6 GiB of available memory for three 1 GiB arrays")
-    monkeypatch.setattr(stream, "SYS_CPU", str(large_cache(tmp_path / "cpu")))
+    """The 480 MiB cache of the issue's Xeon on this node: capped arrays, a valid run."""
+    if stream.meminfo()["MemAvailable"] < 2 * GiB:
+        pytest.skip("needs 2 GiB of available memory for the capped arrays")
+    monkeypatch.setattr(stream, "SYS_CPU", str(large_cache(tmp_path / "cpu", 480 * MiB)))
+    monkeypatch.setattr(stream, "usable_cores", lambda: 2)
     node_memory(monkeypatch, tmp_path, 24 * GiB)
     record = run_job(void_spec(ntimes=2), stream.run)
     metrics = {m["metric"]: m for m in record["metrics"]}
     assert metrics["triad_bandwidth"]["status"] == "ok", record["metrics"]
-    assert metrics["array_bytes"]["value"] == 4 * LARGE_LLC
-    assert metrics["llc_total_bytes"]["value"] == LARGE_LLC
+    planned, _ = stream.plan_arrays({"threads": 2, "ntimes": 2}, 480 * MiB, 2, None)
+    assert metrics["array_bytes"]["value"] == 8 * planned < 4 * 480 * MiB
+    assert metrics["llc_total_bytes"]["value"] == 480 * MiB
+    assert "480 MiB of last-level cache instead of 4 x" in record["extra"]["array_capped"]
 
 
 def test_memory_room_is_the_smallest_limit(tmp_path):
@@ -288,8 +372,13 @@ def test_memory_room_is_the_smallest_limit(tmp_path):
 
 
 def test_the_job_asks_slurm_for_its_arrays(monkeypatch):
+    monkeypatch.setattr(stream, "usable_cores", lambda: 2)
+    monkeypatch.setattr(stream, "last_level_cache", lambda: (32 * MiB, 32 * MiB))
+    assert stream.mem_mb({"threads": 2}) == pytest.approx(3 * 4 * 32 * MiB / 0.8 / 1e6)
     monkeypatch.setattr(stream, "last_level_cache", lambda: (LARGE_LLC, LARGE_LLC))
-    assert stream.mem_mb({"threads": 2}) == pytest.approx(3 * 4 * LARGE_LLC / 0.8 / 1e6)
+    capped, _ = stream.plan_arrays({"threads": 2}, LARGE_LLC, 2, None)
+    assert capped < 4 * LARGE_LLC // 8  # the run's time caps what the job asks for
+    assert stream.mem_mb({"threads": 2}) == pytest.approx(3 * 8 * capped / 0.8 / 1e6)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")

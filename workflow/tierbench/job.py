@@ -20,6 +20,8 @@ class Job:
 
     spec: dict
     folder: RunFolder | None
+    #: the record's ``extra``; its ``page_cache_note``, when set, is appended to the point's
+    #: page-cache reason (a caveat found while running, e.g. STREAM's capped arrays)
     extra: dict = field(default_factory=dict)
     #: where each rank's own system-call table goes, when the ranks are traced one by one
     #: (:func:`tierbench.syscalls.rank_prefix`)

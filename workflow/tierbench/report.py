@@ -124,6 +124,82 @@ def cache_points(summary: pd.DataFrame) -> list[dict]:
     ].to_dict("records")
 
 
+#: one benchmark record per repetition of a point; results.csv has a row per metric
+RECORD_KEY = ["experiment", "tier", "point", "repetition"]
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as people read it: 42 s, 3 min 05 s, 1 h 02 min."""
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def study_time(results: pd.DataFrame) -> dict | None:
+    """How long a study's benchmarks took, from its records: the span from the first
+    record's start to the last one's end, and how much of it they were measuring (the
+    sum of the records' ``duration_s``: warm-ups included, the workflow's own steps not).
+
+    None without a record whose start can be read.
+    """
+    if results.empty or not {"started_at", "duration_s"} <= set(results.columns):
+        return None
+    records = results.drop_duplicates(RECORD_KEY)
+    start = pd.to_datetime(records["started_at"], errors="coerce", utc=True, format="ISO8601")
+    seconds = pd.to_numeric(records["duration_s"], errors="coerce").fillna(0)
+    known = start.notna()
+    if not known.any():
+        return None
+    first = start[known].min()
+    end = (start[known] + pd.to_timedelta(seconds[known], unit="s")).max()
+    span = max((end - first).total_seconds(), 0.0)
+    measuring = float(seconds.sum())
+    return {
+        "records": len(records),
+        "first": first,
+        "end": end,
+        "span_s": span,
+        "measuring_s": measuring,
+        "share": measuring / span if span else None,
+    }
+
+
+def time_line(time: dict | None) -> str:
+    """One study's time, in words: the span, and how much of it was measuring."""
+    if time is None:
+        return "no record says when it ran"
+    share = f" ({time['share']:.0%})" if time["share"] is not None else ""
+    return (
+        f"{duration_text(time['span_s'])} from the first benchmark's start to the last one's "
+        f"end, {duration_text(time['measuring_s'])} of it measuring{share}, "
+        f"{time['records']} runs"
+    )
+
+
+def total_time(times: list[dict | None]) -> dict | None:
+    """Every study together: the span over all of them (studies run side by side overlap,
+    so their spans do not add up) and the sum of what they measured."""
+    known = [t for t in times if t is not None]
+    if not known:
+        return None
+    first, end = min(t["first"] for t in known), max(t["end"] for t in known)
+    span = (end - first).total_seconds()
+    measuring = sum(t["measuring_s"] for t in known)
+    return {
+        "records": sum(t["records"] for t in known),
+        "first": first,
+        "end": end,
+        "span_s": span,
+        "measuring_s": measuring,
+        "share": measuring / span if span else None,
+    }
+
+
 def read_json(path: Path, default):
     return json.loads(path.read_text()) if path.exists() else default
 
@@ -165,6 +241,7 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
         "runs": int(
             results[["point", "tier", "experiment", "repetition"]].drop_duplicates().shape[0]
         ),
+        "time": study_time(results),
         "started": results["started_at"].min() if len(results) else "",
         "finished": results["started_at"].max() if len(results) else "",
     }
@@ -188,14 +265,19 @@ def render(
         "–" if is_undefined(v) or v in (None, "") else format_size(float(v))
     )
     env.filters["number"] = number
+    env.filters["duration"] = duration_text
     env.filters["count"] = lambda v: f"{v:,.0f}" if float(v).is_integer() else number(v)
     contexts = []
     for study in studies:
         context = study_context(results_dir, study, registry())
         context["title"] = titles.get(study, study)
+        context["time_line"] = time_line(context["time"])
         contexts.append(context)
+    total = total_time([c["time"] for c in contexts])
     return env.get_template("report.html.j2").render(
         studies=contexts,
+        total_time=time_line(total) if total else "",
+        total_time_s=total,
         generated_at=utc_now(),
         version=__version__,
         extra=extra or {},

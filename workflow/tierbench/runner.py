@@ -90,6 +90,12 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
     for metric in metrics:
         if metric["status"] != "ok":
             job.log(f"point {metric['status']}: {metric['reason']}")
+    # could what it measured have stayed in the page cache instead of reaching the device?
+    page_cache = pagecache.for_spec(spec, get(spec["workload"]))
+    if job.extra.get("page_cache_note"):
+        # what the workload found only while running (STREAM's capped arrays), where the
+        # summary tables carry a point's caveats
+        page_cache["page_cache_reason"] += "; " + job.extra["page_cache_note"]
     return {
         "spec": spec,
         "context": context,
@@ -97,8 +103,7 @@ def run_job(spec: dict, run: Callable[[Job], list[dict]]) -> dict:
         "duration_s": round(time.perf_counter() - start, 6),
         "metrics": metrics,
         "extra": job.extra,
-        # could what it measured have stayed in the page cache instead of reaching the device?
-        "page_cache": pagecache.for_spec(spec, get(spec["workload"])),
+        "page_cache": page_cache,
     }
 
 

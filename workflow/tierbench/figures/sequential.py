@@ -177,7 +177,7 @@ def stream_kernels(c: dict) -> None:
         f"STREAM copy, scale, add and triad (gcc -O3 -fopenmp, OMP_NUM_THREADS "
         f"{', '.join(map(str, threads))}), arrays of {arrays} each "
         f"({', '.join(sorted({format_size(v) for v in llc}))} of last-level cache, "
-        "arrays at least 4x that). Bytes counted as STREAM does: 2 arrays for copy and scale, "
+        f"{array_rule(elements, llc)}). Bytes counted as STREAM does: 2 arrays for copy and scale, "
         "3 for add and triad, 8 B per element; MB/s = 1e6 B/s. Each run reports the best of its "
         f"{ntimes} iterations after the first (as STREAM does). "
         + WARMUP_TEXT.format(reps=c["reps"])
@@ -186,6 +186,18 @@ def stream_kernels(c: dict) -> None:
     )
     plotting.save(
         fig, c["out_dir"], "stream_kernels", "STREAM memory bandwidth per kernel", caption
+    )
+
+
+def array_rule(arrays: pd.Series, llc: pd.Series) -> str:
+    """How the arrays stand to STREAM's rule (each at least 4x the cache), from the runs'
+    medians: the run caps them where the rule would take too long or too much memory."""
+    factor = arrays.min() / llc.max() if len(arrays) and len(llc) and llc.max() else 4
+    if factor >= 4:
+        return "arrays at least 4x that"
+    return (
+        f"arrays capped at {factor:.2g}x that, below STREAM's 4x, to keep a run within "
+        "seconds or within the job's memory: each record says why"
     )
 
 

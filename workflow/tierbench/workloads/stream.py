@@ -5,13 +5,17 @@ time) is compiled with ``gcc -O3 -fopenmp`` into a scratch folder of the job
 (never into the repository) and run with ``OMP_NUM_THREADS`` from the config,
 at most the CPUs the job may use (its affinity: taskset, a cgroup cpuset, a
 Slurm allocation): more threads than CPUs would time the scheduler, not memory.
-Each array holds at least ``llc_factor`` (4, STREAM's rule) times the sum of
-the machine's last-level caches, so the kernels stream from memory, not
-cache, whatever that cache is (tens of MiB on a laptop, over 1 GiB on some
-servers). What bounds the arrays is the memory the job may use (available
-memory, its cgroup's limit, its Slurm allocation), read on the node that runs
-the point: a point fails only when the node cannot hold three such arrays,
-with the numbers, instead of reporting a cache bandwidth as memory bandwidth.
+Each array holds ``llc_factor`` (4, STREAM's rule) times the sum of the
+machine's last-level caches, so the kernels stream from memory, not cache,
+whatever that cache is (tens of MiB on a laptop, over 1 GiB on some servers),
+and no more than the run needs (:func:`plan_arrays`): two caps lower it, and
+the record says which. The memory the job may use (available memory, its
+cgroup's limit, its Slurm allocation), read on the node that runs the point,
+must hold the three arrays; and the run, estimated from the bytes it moves at
+a conservative bandwidth, takes at most ``RUN_BUDGET_S``. Neither cap goes
+below three arrays that together outgrow the cache (the point fails there,
+with the numbers, instead of reporting a cache bandwidth as memory
+bandwidth); an ``array_size`` given is run as given.
 
 STREAM measures memory, not a tier: experiments use the ``void`` tier, so a
 point runs once per host and writes nothing to any tier.
@@ -43,6 +47,19 @@ MEMORY_SHARE = 0.8
 #: kernel -> arrays each iteration moves, as STREAM counts bytes
 KERNEL_ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
 CFLAGS = ["-O3", "-fopenmp"]
+#: a run's estimated seconds are at most this (the compiler's half second on top):
+#: STREAM's best of ntimes iterations settles within seconds, not minutes
+RUN_BUDGET_S = 4.0
+#: bandwidth the estimate assumes per thread, and at most in all (B/s): below what
+#: an iteration averaged with two threads on a shared 2-core EPYC VM (about 9 GB/s)
+#: and on a 2-core Xeon VM (about 12 GB/s: 19 s a run of 4 x 480 MiB arrays), so
+#: a capped run stays within the budget there
+CONSERVATIVE_RATE = 4e9
+CONSERVATIVE_RATE_MAX = 16e9
+#: array passes of a run beyond the kernels' 10 per iteration: first touch of the
+#: three arrays (written, and a pass's worth of page faults each), STREAM's
+#: timing pass (a = 2a) and its validation (reads the three arrays)
+EXTRA_PASSES = 3 + 3 + 2 + 3
 SYS_CPU = "/sys/devices/system/cpu"
 PROC_MEMINFO = "/proc/meminfo"
 PROC_CGROUP = "/proc/self/cgroup"
@@ -116,7 +133,8 @@ def last_level_cache(sys_cpu: str | os.PathLike | None = None) -> tuple[int, int
 
 
 def array_elements(params: dict, llc_total: int) -> int:
-    """Elements per array: ``array_size`` if given, else llc_factor x all LLCs.
+    """Elements per array STREAM's rule asks for: ``array_size`` if given, else
+    llc_factor x all LLCs (before :func:`plan_arrays` caps them).
 
     Raises ValueError when an explicit size is below the rule.
     """
@@ -131,6 +149,89 @@ def array_elements(params: dict, llc_total: int) -> int:
             "the kernels would run from cache"
         )
     return elements
+
+
+def conservative_rate(running_threads: int) -> float:
+    """Bytes per second the time estimate assumes for ``running_threads`` threads."""
+    return min(CONSERVATIVE_RATE * max(running_threads, 1), CONSERVATIVE_RATE_MAX)
+
+
+def run_passes(ntimes: int) -> int:
+    """Array passes one run makes: 10 per iteration (copy 2, scale 2, add 3, triad 3)."""
+    return sum(KERNEL_ARRAYS.values()) * ntimes + EXTRA_PASSES
+
+
+def estimated_seconds(elements: int, ntimes: int, running_threads: int) -> float:
+    """Seconds a run of ``elements`` per array takes at the conservative bandwidth."""
+    moved = run_passes(ntimes) * ELEMENT_BYTES * elements
+    return moved / conservative_rate(running_threads)
+
+
+def floor_elements(llc_total: int) -> int:
+    """The fewest elements per array a cap may leave: three arrays that together
+    hold more than all last-level caches (below that the kernels run from cache)."""
+    return llc_total // (ARRAYS * ELEMENT_BYTES) + 1
+
+
+def plan_arrays(
+    params: dict, llc_total: int, running_threads: int, room: tuple[int, str] | None
+) -> tuple[int, str | None]:
+    """(elements per array, why they were capped or None): STREAM's rule, then the caps.
+
+    ``room`` is :func:`memory_room` of the node (None where the workflow is
+    parsed and the node is not known). The rule's size is lowered to what the
+    run may take (``RUN_BUDGET_S`` at :func:`conservative_rate`), then to what
+    ``room`` holds; neither goes below :func:`floor_elements`. An explicit
+    ``array_size`` is never capped. Raises ValueError for an explicit size
+    below the rule, PointFailed when ``room`` cannot hold the floor.
+    """
+    wanted = array_elements(params, llc_total)
+    if params.get("array_size"):
+        if room is not None:
+            check_room(wanted, sizing(params, llc_total), room)
+        return wanted, None
+    ntimes = int(params.get("ntimes", 10))
+    floor = floor_elements(llc_total)
+    elements, reasons = wanted, []
+    budget = int(
+        RUN_BUDGET_S * conservative_rate(running_threads) / (run_passes(ntimes) * ELEMENT_BYTES)
+    )
+    if elements > max(budget, floor):
+        elements = max(budget, floor)
+        reasons.append(
+            f"{format_size(wanted * ELEMENT_BYTES)} per array would take about "
+            f"{estimated_seconds(wanted, ntimes, running_threads):.0f} s a run at "
+            f"{conservative_rate(running_threads) / 1e9:g} GB/s; capped to about "
+            f"{estimated_seconds(elements, ntimes, running_threads):.1f} s"
+        )
+    if room is not None:
+        available, source = room
+        fits = int(MEMORY_SHARE * available // (ARRAYS * ELEMENT_BYTES))
+        if elements > fits:
+            if fits < floor:
+                raise PointFailed(
+                    f"STREAM needs {ARRAYS} arrays that together outgrow the "
+                    f"{format_size(llc_total)} of last-level cache, at least "
+                    f"{format_size(floor * ELEMENT_BYTES)} each, but {source} is "
+                    f"{format_size(available)}: run it where the job may use at least "
+                    f"{format_size(int(ARRAYS * ELEMENT_BYTES * floor / MEMORY_SHARE))}"
+                )
+            elements = fits
+            reasons.append(
+                f"{source} is {format_size(available)}: three arrays may take "
+                f"{MEMORY_SHARE:.0%} of it"
+            )
+    if not reasons:
+        return elements, None
+    share = elements * ELEMENT_BYTES / llc_total if llc_total else 0
+    capped = (
+        f"arrays capped at {format_size(elements * ELEMENT_BYTES)}, {share:.2g} x the "
+        f"{format_size(llc_total)} of last-level cache instead of "
+        f"{float(params.get('llc_factor', 4)):g} x (STREAM's rule): " + "; ".join(reasons)
+    )
+    if share < 1:
+        capped += "; each array is smaller than the cache, so part of a kernel may run from it"
+    return elements, capped
 
 
 def _cgroup_room(proc_cgroup: str | os.PathLike, cgroup_root: str | os.PathLike) -> int | None:
@@ -211,13 +312,14 @@ def check_room(elements: int, why: str, room: tuple[int, str]) -> None:
 
 
 def mem_mb(params: dict) -> float:
-    """Memory a job asks for beyond the base: the three arrays, sized by this host's caches.
+    """Memory a job asks for beyond the base: the three arrays, sized by this host's caches
+    and capped by the run's time (the node's memory is not known here).
 
     Estimated where the workflow is parsed; the node that runs the point checks
     its own caches and memory again (:func:`check_room`).
     """
     try:
-        elements = array_elements(params, last_level_cache()[1])
+        elements, _ = plan_arrays(params, last_level_cache()[1], usable_threads(params), None)
     except ValueError:
         return 0
     return ARRAYS * ELEMENT_BYTES * elements / MEMORY_SHARE / 1e6
@@ -298,14 +400,20 @@ def run(job: Job) -> list[dict]:
     llc_one, llc_total = last_level_cache()
     if not llc_total and not params.get("array_size"):
         raise PointFailed("cannot read the last-level cache size from " + SYS_CPU)
+    running = usable_threads(params)
     try:
-        elements = array_elements(params, llc_total)
+        elements, capped = plan_arrays(params, llc_total, running, memory_room())
     except ValueError as error:
         raise PointFailed(str(error)) from None
-    check_room(elements, sizing(params, llc_total), memory_room())
     job.extra.update(llc_bytes=llc_one, llc_total_bytes=llc_total, elements=elements)
+    job.extra["estimated_s"] = round(
+        estimated_seconds(elements, int(params.get("ntimes", 10)), running), 2
+    )
+    if capped:
+        job.extra["array_capped"] = capped
+        job.extra["page_cache_note"] = capped
+        job.log(f"STREAM's {capped}")
     cflags = CFLAGS + shlex.split(params.get("cflags", ""))
-    running = usable_threads(params)
     if running < threads(params):
         job.extra["threads_capped"] = (
             f"{threads(params)} threads asked, {running} CPU(s) usable by this job"
