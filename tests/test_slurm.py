@@ -176,6 +176,7 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
     use = json.loads((root / f"results/{HARDWARE}/default/provenance/allocations.json").read_text())
     ((held,),) = [[a for a in use["allocations"] if a["slurm_job_id"] == allocation]]
     assert held["benchmarks"] == len(runs) and 0 < held["benchmark_s"] <= held["held_s"]
+    assert held["nodes"] == int(job["NumNodes"])
     assert 0 < use["benchmark_share"] <= 1
     assert "of it inside benchmarks" in (root / f"results/{HARDWARE}/report.html").read_text()
     html = (root / f"results/{HARDWARE}/report.html").read_text()

@@ -136,12 +136,23 @@ def partition_time_limit(partition: str | None) -> int | None:
     return None
 
 
+@cache
+def job_nodes() -> int | None:
+    """Nodes of the Slurm job this process runs in, or None outside one. Snakemake's job
+    step executor hands its jobs SLURM_JOB_ID but not SLURM_JOB_NUM_NODES: ask squeue."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    if os.environ.get("SLURM_JOB_NUM_NODES"):
+        return int(os.environ["SLURM_JOB_NUM_NODES"])
+    found = _ask_slurm(["squeue", "--noheader", "--format=%D", "--jobs", job])
+    return int(found.strip()) if found and found.strip().isdigit() else None
+
+
 def nodes_to_spread_over(hardware: dict) -> int:
     """Nodes an MPI point's members may spread over: inside an allocation its own, else
     the hardware file's `nodes`, else the partition's (sinfo); 1 when nothing says."""
-    if os.environ.get("SLURM_JOB_NUM_NODES"):
-        return int(os.environ["SLURM_JOB_NUM_NODES"])
-    return hardware.get("nodes") or partition_nodes(hardware.get("partition")) or 1
+    return job_nodes() or hardware.get("nodes") or partition_nodes(hardware.get("partition")) or 1
 
 
 @cache

@@ -171,21 +171,22 @@ def probe_host() -> dict:
 
 def slurm_allocation() -> dict:
     """Inside a Slurm job: its nodes and when it started (squeue, local time as epoch
-    seconds), from which the report tells how much of the allocated node time benchmarks
-    used; nothing elsewhere."""
+    seconds; Snakemake's job step executor hands its jobs no other SLURM_ variables than
+    the job's id), from which the report tells how much of the allocated node time the
+    benchmarks used; nothing elsewhere."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
         return {}
-    found = {"slurm_job_nodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1)}
     try:
         done = subprocess.run(
-            ["squeue", "--noheader", "--format=%S", "--jobs", job],
+            ["squeue", "--noheader", "--format=%D %S", "--jobs", job],
             capture_output=True, text=True, timeout=30, check=True,
         )  # fmt: skip
-        started = time.mktime(time.strptime(done.stdout.strip(), "%Y-%m-%dT%H:%M:%S"))
+        nodes, start = done.stdout.split()
+        started = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))
     except (OSError, subprocess.SubprocessError, ValueError):
-        return found
-    return {**found, "slurm_job_start": started}
+        return {}
+    return {"slurm_job_nodes": int(nodes), "slurm_job_start": started}
 
 
 def _os_release() -> str:
