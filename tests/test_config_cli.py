@@ -154,3 +154,21 @@ def test_a_slurm_plan_lists_its_allocations_within_the_sites_limits(pipeline):
     groups = set(re.findall(r"Group job (default-round1-\d+)", output))
     assert groups == {name for name, _, _ in listed}
     assert "below the 30 min the hardware file asks for" in output
+
+
+def test_the_full_paper_on_a_slurm_site_is_a_few_dozen_jobs(pipeline, monkeypatch):
+    """Document 001's machine at full scale: 970 jobs, of which only allocations and each
+    study's set-up reach the queue (a job a repetition was 900), none of a day or more."""
+    monkeypatch.setenv("USER", "someone")  # nextgenio's tier paths name $USER and $HOME
+    monkeypatch.setenv("HOME", "/home/someone")
+    done = pipeline("-n", "paper", "--config", "scale=full", "hardware=nextgenio")
+    output = done.stdout + done.stderr
+    groups = re.findall(r"Group job (\S+) ", output)
+    assert 5 < len(groups) <= 40, len(groups)
+    assert sum(name.endswith("-setup") for name in groups) == 5
+    minutes = [int(m) for m in re.findall(r"  \S+-round1-\d+: .*?, (\d+) min, ", output)]
+    assert len(minutes) == len(groups) - 5 and max(minutes) <= 24 * 60
+    # every benchmark, preflight and probe is in a group (listed indented below it)
+    queued = set(re.findall(r"^rule (\w+):", output, re.MULTILINE))
+    benchmarks = {"fio", "dd", "pv", "stream", "fe_proxy", "calculix", "cfd_proxy", "openfoam"}
+    assert not queued & (benchmarks | {"preflight", "probe", "stage"}), queued
