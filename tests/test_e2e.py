@@ -43,16 +43,18 @@ def test_results_csv_has_values_with_units(smoke_run):
     results = pd.read_csv(root / "results/testbox/default/results.csv")
     ok = results[results["status"] == "ok"]
     assert set(ok["tier"]) == {"shm", "disk"}
-    assert set(ok["experiment"]) == {"worst_case", "sequential"}
+    assert set(ok["experiment"]) == {"worst_case", "sequential", "metadata"}
     assert (ok["value"] > 0).all()
     assert ok["unit"].notna().all() and (ok["unit"] != "").all()
     assert set(ok["repetition"]) == {0, 1, 2, 3}
     assert set(results.loc[results["repetition"] == 0, "phase"]) == {"warmup"}
     bandwidth = ok[ok["metric"].str.endswith("_bandwidth")]
     assert set(bandwidth["unit"]) == {"MB/s"}
-    # one row per run and metric: 18 points x 4 repetitions all present
+    # one row per run and metric: 18 fio points and 2 metadata points x 4 repetitions
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
-    assert len(runs) == 18 * 4
+    assert len(runs) == (18 + 2) * 4
+    costs = ok[ok["metric"].str.endswith("_cost") & (ok["experiment"] == "metadata")]
+    assert set(costs["unit"]) == {"us"} and len(costs) == 2 * 4 * 10  # 8 phases and the tree's
 
 
 def test_summary_has_median_and_spread(smoke_run):
