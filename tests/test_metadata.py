@@ -144,3 +144,17 @@ def test_fsync_reaches_the_device_and_without_it_stays_in_memory():
     assert metadata.page_cache({**TREE, "fsync": True}, limits)["page_cache"] == pagecache.DEVICE
     state = metadata.page_cache({**TREE, "fsync": False}, limits)["page_cache"]
     assert state == pagecache.IN_MEMORY
+
+
+@pytest.mark.parametrize("size", [0, 100, "4k"])
+def test_a_study_may_give_file_size_as_bytes_or_a_size(size):
+    """0 is no size of the config schema's, 100 is both a size and bytes: either is valid."""
+    from conftest import REPO
+    from tierbench import matrix
+
+    config = matrix.load_yaml(REPO / "config/config.yaml")
+    [experiment] = [e for e in config["experiments"] if e["workload"] == "metadata"]
+    experiment["params"]["file_size"] = size
+    tiers = matrix.resolve_tiers(config, REPO / "config/hardware", str(REPO))
+    points = matrix.expand_study(matrix.study_of(config), tiers, "default")
+    assert {p.params["file_size"] for p in points if p.workload == "metadata"} == {size}
