@@ -73,13 +73,15 @@ def test_report_embeds_every_figure(smoke_run):
     root, _ = smoke_run
     html = (root / "results/testbox/report.html").read_text()
     manifests = list((root / "results/testbox/default/figures").glob("*/manifest.json"))
-    figures = [entry for m in manifests for entry in json.loads(m.read_text())]
-    assert {f["name"] for f in figures} >= {"fio_sequential", "fio_worst_case"}
+    figures = [(m.parent, entry) for m in manifests for entry in json.loads(m.read_text())]
+    # fio's families and the metadata workload's generic one
+    assert {f["name"] for _, f in figures} >= {"fio_sequential", "fio_worst_case"}
+    assert {m.parent.name for m in manifests} == {"fio", "generic"}
     embedded = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', html)
-    assert sorted(embedded) == sorted(f["title"] for f in figures)
-    for figure in figures:
+    assert sorted(embedded) == sorted(f["title"] for _, f in figures)
+    for folder, figure in figures:
         assert figure["caption"] in html.replace("&#39;", "'").replace("&amp;", "&")
-        assert (manifests[0].parent / figure["svg"]).exists()
+        assert (folder / figure["svg"]).exists()
     assert "Where it ran" in html and "fio-3" in html
 
 
