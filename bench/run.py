@@ -22,6 +22,7 @@ from pathlib import Path
 
 import cfd_creates_vs_c
 import cfd_vs_fio
+import metadata_vs_c
 import minicluster_timing
 import pipeline_overhead
 import proxy_fidelity
@@ -87,6 +88,14 @@ ITEMS = [
         reference="the goal: seconds, so a test may bring one up and down; minutes for a study",
         goal=(at_most(10.0, "s"), at_most(5.0, "s"), at_most(600.0, "s")),
         module=minicluster_timing,
+    ),
+    Item(
+        10,
+        instrument="metadata workload: each phase's rate on /dev/shm and on the disk folder",
+        reference="bench/metadata_loop.c: the same calls on as many files and folders, at the "
+        "same depth",
+        goal=at_least(0.9),
+        module=metadata_vs_c,
     ),
 ]
 #: items taken out of the bench, by number: a number is never given again, so one in a past

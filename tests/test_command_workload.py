@@ -278,6 +278,8 @@ def test_a_traced_run_counts_the_command_and_not_the_staging(tmp_path):
     # 40 creates by the command, and fewer than the 300 files the staging copy opened
     assert 40 <= found["syscalls_open"] < 300
     assert found["syscalls_mkdir"] == 1
+    # the profile tells the command's 40 creates from its other opens
+    assert found["ops_file_create"] == 40 and found["ops_dir_create"] == 1
     assert found["files_created"] == 40
 
 

@@ -43,16 +43,18 @@ def test_results_csv_has_values_with_units(smoke_run):
     results = pd.read_csv(root / "results/testbox/default/results.csv")
     ok = results[results["status"] == "ok"]
     assert set(ok["tier"]) == {"shm", "disk"}
-    assert set(ok["experiment"]) == {"worst_case", "sequential"}
+    assert set(ok["experiment"]) == {"worst_case", "sequential", "metadata"}
     assert (ok["value"] > 0).all()
     assert ok["unit"].notna().all() and (ok["unit"] != "").all()
     assert set(ok["repetition"]) == {0, 1, 2, 3}
     assert set(results.loc[results["repetition"] == 0, "phase"]) == {"warmup"}
     bandwidth = ok[ok["metric"].str.endswith("_bandwidth")]
     assert set(bandwidth["unit"]) == {"MB/s"}
-    # one row per run and metric: 18 points x 4 repetitions all present
+    # one row per run and metric: 18 fio points and 2 metadata points x 4 repetitions
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
-    assert len(runs) == 18 * 4
+    assert len(runs) == (18 + 2) * 4
+    costs = ok[ok["metric"].str.endswith("_cost") & (ok["experiment"] == "metadata")]
+    assert set(costs["unit"]) == {"us"} and len(costs) == 2 * 4 * 10  # 8 phases and the tree's
 
 
 def test_summary_has_median_and_spread(smoke_run):
@@ -71,13 +73,15 @@ def test_report_embeds_every_figure(smoke_run):
     root, _ = smoke_run
     html = (root / "results/testbox/report.html").read_text()
     manifests = list((root / "results/testbox/default/figures").glob("*/manifest.json"))
-    figures = [entry for m in manifests for entry in json.loads(m.read_text())]
-    assert {f["name"] for f in figures} >= {"fio_sequential", "fio_worst_case"}
+    figures = [(m.parent, entry) for m in manifests for entry in json.loads(m.read_text())]
+    # fio's families and the metadata workload's generic one
+    assert {f["name"] for _, f in figures} >= {"fio_sequential", "fio_worst_case"}
+    assert {m.parent.name for m in manifests} == {"fio", "generic"}
     embedded = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', html)
-    assert sorted(embedded) == sorted(f["title"] for f in figures)
-    for figure in figures:
+    assert sorted(embedded) == sorted(f["title"] for _, f in figures)
+    for folder, figure in figures:
         assert figure["caption"] in html.replace("&#39;", "'").replace("&amp;", "&")
-        assert (manifests[0].parent / figure["svg"]).exists()
+        assert (folder / figure["svg"]).exists()
     assert "Where it ran" in html and "fio-3" in html
 
 

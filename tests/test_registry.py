@@ -191,7 +191,7 @@ def test_needs_reads_the_study_a_command_line_runs():
     from tierbench import needs
 
     default = needs.tools_of(needs.study_experiments([]))
-    assert set(default) == {"fio"}
+    assert set(default) == {"fio", "gcc"}
     study = REPO / "config/studies/ramdisk_macos.yaml"
     pv = needs.tools_of(needs.study_experiments(["--configfile", str(study)]))
     assert "pv" in pv and "fio" not in pv

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import REPO, job_spec
+from conftest import FIXTURES, REPO, job_spec
 from tierbench import matrix, runner, syscalls
 from tierbench.errors import PointFailed
 from tierbench.records import metric
@@ -119,7 +119,13 @@ def test_a_traced_run_counts_the_calls_of_the_runner_and_its_children(tmp_path):
     assert values["syscalls_mkdir"] == 5
     assert values["syscalls_rename"] == 2
     assert values["syscalls_fsync"] >= 1
-    assert all(m["unit"] == "calls" for m in record["metrics"] if m["metric"] != "work")
+    units = {m["metric"]: m["unit"] for m in record["metrics"] if m["metric"] != "work"}
+    assert {u for name, u in units.items() if not name.startswith("written_")} == {"calls"}
+    assert {u for name, u in units.items() if name.startswith("written_")} == {"B"}
+    # the profile: opens with O_CREAT apart, one file here; mkdir and rename exact as above
+    assert values["ops_dir_create"] == 5 and values["ops_file_rename"] == 2
+    assert values["ops_file_create"] == 1 and values["ops_fsync"] == 1
+    assert values["writes_upto_512B"] >= 1 and values["written_upto_512B"] >= 1
     note = record["extra"]["syscalls"]
     assert note["counted"] is True
     assert note["categories"]["mkdir"] == 5
@@ -223,12 +229,14 @@ def test_ranks_outside_the_runner_are_each_traced_on_their_own(tmp_path, monkeyp
     (3 made per rank per write), as they would not in the launcher's counts."""
     writing, quiet = (proxy_calls(tmp_path, i, monkeypatch) for i in (1, "none"))
     assert writing["counted"] and quiet["counted"]
-    assert "strace -f -c of each rank (elsewhere)" in writing["command"]
+    assert "strace -f -C -s 0 of each rank (elsewhere)" in writing["command"]
 
     def made(note):  # mkdir calls that made a folder (a failed one found it there)
         return note["table"]["mkdir"]["calls"] - note["table"]["mkdir"]["errors"]
 
     assert made(writing) - made(quiet) == 2 * 3 * 3
+    # the ranks' profiles are added up too: every mkdir call, made or found there
+    assert writing["profile"]["ops_dir_create"] == writing["table"]["mkdir"]["calls"]
     assert not list(tmp_path.glob(".tierbench-strace-*"))
 
 
@@ -260,3 +268,71 @@ def test_the_experiment_flag_reaches_the_job_spec_through_the_plan(tmp_path):
     config["experiments"][1]["count_syscalls"] = "yes"
     with pytest.raises(Exception, match="count_syscalls"):
         matrix.validate_config(config)
+
+
+# --- the job's profile in the metadata workload's operations ------------------------------------
+
+# strace 6.1 -f -C -s 0, x86_64, of a C program that makes /tmp/pf, creates a file in it
+# with writes of 100, 5,000 and 100,000 B and an fsync, fstats it, stats the folder (a forked
+# child too, whose stat interrupts the parent's: <unfinished ...>), opens a missing file,
+# renames the file, mkdirat/unlinkat(AT_REMOVEDIR) a folder through a folder's fd, unlinkats
+# the file and removes /tmp/pf: every line as strace wrote it, the loader's calls included
+PROFILED = (FIXTURES / "strace_profile.txt").read_text()
+
+
+def test_a_trace_gives_the_metadata_workloads_operations_and_writes_by_size():
+    found = syscalls.profile(PROFILED)
+    assert {k: v for k, v in found.items() if k.startswith(syscalls.OPS_PREFIX)} == {
+        "ops_file_create": 1,  # the one open with O_CREAT
+        "ops_file_read": 4,  # ld.so.cache, libc, the missing file, the folder (O_DIRECTORY)
+        "ops_file_stat": 2,  # the two stats of a path; the three fstats are not lookups
+        "ops_file_rename": 1,
+        "ops_file_remove": 1,  # unlinkat without AT_REMOVEDIR
+        "ops_dir_create": 2,  # mkdir and mkdirat
+        "ops_dir_remove": 2,  # unlinkat(AT_REMOVEDIR) and rmdir
+        "ops_fsync": 1,
+    }
+    assert (found["writes_upto_512B"], found["written_upto_512B"]) == (1, 100)
+    assert (found["writes_upto_4KiB"], found["written_upto_4KiB"]) == (0, 0)
+    assert (found["writes_upto_64KiB"], found["written_upto_64KiB"]) == (1, 5000)
+    assert (found["writes_upto_1MiB"], found["written_upto_1MiB"]) == (1, 100000)
+    assert found["writes_over_1MiB"] == 0
+    # the table at the end of the same output is the one -c gave
+    table = syscalls.parse_table(PROFILED)
+    assert table["openat"]["calls"] == 5 and table["newfstatat"]["calls"] == 5
+
+
+def test_an_interrupted_call_counts_once_when_it_resumes():
+    text = (
+        '7  newfstatat(AT_FDCWD, "/x",  <unfinished ...>\n'
+        '8  mkdir("/y", 0755) = 0\n'
+        "7  <... newfstatat resumed>{st_mode=S_IFDIR|0755, ...}, 0) = 0\n"
+        "8  <... rmdir resumed>) = 0\n"  # its start was before the trace: not counted
+    )
+    found = syscalls.profile(text)
+    assert found["ops_file_stat"] == 1 and found["ops_dir_create"] == 1
+    assert found["ops_dir_remove"] == 0
+
+
+def test_every_operation_is_a_phase_of_the_metadata_workload():
+    """ops_<phase> joins <phase>_cost of the metadata workload, phase by phase."""
+    from tierbench.workloads import metadata
+
+    assert set(syscalls.OPERATIONS) - {"fsync"} <= set(metadata.CYCLE)
+
+
+@needs_strace
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_a_traced_metadata_job_profiles_the_operations_it_reports(tmp_path):
+    from tierbench.workloads import metadata
+
+    params = {"items": 30, "layout": "tree", "branching": 2, "depth": 2, "fsync": True}
+    record = runner.run_job(
+        job_spec("metadata", tmp_path, params, count_syscalls=True), metadata.run
+    )
+    values = {m["metric"]: m["value"] for m in record["metrics"]}
+    items, folders = 30, metadata.tree_folders({**params, "layout": "tree"})
+    assert values["ops_file_rename"] == values["ops_fsync"] == items
+    # besides the loop's: its own folder in the run folder and the scratch folder gcc builds in
+    assert values["ops_dir_create"] == values["ops_dir_remove"] == items + folders + 2
+    assert record["extra"]["syscalls"]["profile"]["ops_fsync"] == items

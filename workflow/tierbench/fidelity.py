@@ -859,7 +859,7 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
                 note = f"{pair.proxy} makes {_fmt(p)} {calls}, {pair.real} {_fmt(r)} on {m.tier}"
                 report.notes.append(note)
-    return "counted with strace -f -c (calls of the no-write baseline subtracted)"
+    return "counted with strace -f -C (calls of the no-write baseline subtracted)"
 
 
 def _calls_per_unit(point: Point, base: Point | None, pair: Pair, metric_name: str) -> float | None:

@@ -1,9 +1,9 @@
-"""Count the system calls of one job with ``strace -f -c``, grouped by what they do to files.
+"""Count the system calls of one job with ``strace -f -C``, grouped by what they do to files.
 
 A proxy stands for an application only if it asks the file system for the
 same things: as many creates, folders, writes, renames and fsyncs per output
 step. An experiment with ``count_syscalls: true`` runs each job under
-``strace -f -c`` attached to the runner itself for the duration of
+``strace -f -C`` attached to the runner itself for the duration of
 ``run(job)`` only, so the runner's start-up and the record it writes are not
 counted, and every process the workload starts (MPI launchers, ranks, solver
 processes) is followed.
@@ -21,6 +21,15 @@ of its own (:func:`rank_prefix`) and the tables are added up. Where strace
 is missing or may not attach (ptrace forbidden), or a rank's table is
 missing, the job's calls are not counted and its record says why
 (``extra["syscalls"]``, ``counted: false``).
+
+strace prints every call as well as its table (``-C``), so the same trace
+also gives the job's profile in the metadata workload's operations
+(:data:`OPERATIONS`): opens with O_CREAT apart from other opens, rmdir apart
+from unlink, a stat of a path apart from one of an open file, and the
+writes by size. ``ops_<phase>`` times the metadata workload's
+``<phase>_cost`` on a tier is what those calls cost the job there. Like the
+table, the profile counts every call of the job's processes, on the tier or
+not (libraries loaded, a log on a pipe).
 """
 
 from __future__ import annotations
@@ -69,6 +78,37 @@ CATEGORY_LABELS = {
     "stat": "stat",
 }
 METRIC_PREFIX = "syscalls_"
+#: strace's options: follow children, its table and every call (-C, which the profile
+#: reads), no bytes of the buffers (paths are printed whole)
+OPTIONS = ("-f", "-C", "-s", "0")
+#: the metadata workload's phases (tierbench.workloads.metadata) a call is counted in: an
+#: open with O_CREAT or creat (file_create), any other open (file_read: the phase opens and
+#: closes), a stat of a path (file_stat; of an open file, not counted: no lookup), rename,
+#: unlink (file_remove), mkdir (dir_create), rmdir or unlinkat(AT_REMOVEDIR) (dir_remove),
+#: fsync and fdatasync; failed calls too, as in the table
+OPERATIONS = (
+    "file_create", "file_read", "file_stat", "file_rename", "file_remove",
+    "dir_create", "dir_remove", "fsync",
+)  # fmt: skip
+#: a job's count of an operation is the metric ``ops_<operation>`` (calls)
+OPS_PREFIX = "ops_"
+#: upper bounds of the write sizes counted apart (bytes a write returned), with their names;
+#: the last class is every write above the last bound
+WRITE_CLASSES = ((512, "512B"), (4096, "4KiB"), (65536, "64KiB"), (1 << 20, "1MiB"))
+_CALL_OPERATION = {
+    "mkdir": "dir_create", "mkdirat": "dir_create", "rmdir": "dir_remove",
+    "unlink": "file_remove", "rename": "file_rename", "renameat": "file_rename",
+    "renameat2": "file_rename", "fsync": "fsync", "fdatasync": "fsync",
+    "stat": "file_stat", "lstat": "file_stat", "stat64": "file_stat", "lstat64": "file_stat",
+}  # fmt: skip
+_OPENS = ("open", "openat", "openat2")
+_AT_STATS = ("newfstatat", "fstatat64", "statx")
+_WRITES = ("write", "writev", "pwrite64", "pwritev", "pwritev2")
+#: one line of strace -f: its pid, then the call, or a part of it
+_LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<rest>.*)$")
+_RESUMED = re.compile(r"^<\.\.\. \w+ resumed>(?P<rest>.*)$")
+_UNFINISHED = " <unfinished ...>"
+_COMPLETE = re.compile(r"^(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>-?\d+|\?)")
 ATTACH_TIMEOUT_S = 10.0
 DETACH_TIMEOUT_S = 60.0
 #: prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY): lets a child trace us under Yama ptrace_scope 1
@@ -98,6 +138,85 @@ def parse_table(text: str) -> dict[str, dict]:
         entry["errors"] += int(row["errors"] or 0)
         entry["seconds"] += float(row["seconds"])
     return table
+
+
+def calls_of(text: str):
+    """Each complete call of strace -f's output, as (name, arguments, result or None): a
+    call another process interrupted (``<unfinished ...>``) is joined to its resumption."""
+    pending: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = _LINE.match(line)
+        if parts is None:
+            continue
+        pid, rest = parts["pid"], parts["rest"]
+        if rest.endswith(_UNFINISHED):
+            pending[pid] = rest[: -len(_UNFINISHED)]
+            continue
+        resumed = _RESUMED.match(rest)
+        if resumed is not None:
+            if pid not in pending:
+                continue
+            rest = pending.pop(pid) + resumed["rest"]
+        call = _COMPLETE.match(rest)
+        if call is not None:
+            result = None if call["result"] == "?" else int(call["result"])
+            yield call["name"], call["args"], result
+
+
+def operation(name: str, args: str) -> str | None:
+    """The metadata workload's phase a call is counted in (:data:`OPERATIONS`), or None."""
+    if name == "creat" or (name in _OPENS and "O_CREAT" in args):
+        return "file_create"
+    if name in _OPENS:
+        return "file_read"
+    if name in _AT_STATS:
+        # fstat is newfstatat(fd, "", ..., AT_EMPTY_PATH) in glibc: no path, no lookup
+        return None if "AT_EMPTY_PATH" in args and ', "",' in args else "file_stat"
+    if name == "unlinkat":
+        return "dir_remove" if "AT_REMOVEDIR" in args else "file_remove"
+    return _CALL_OPERATION.get(name)
+
+
+def write_class(size: int) -> str:
+    for bound, label in WRITE_CLASSES:
+        if size <= bound:
+            return f"upto_{label}"
+    return f"over_{WRITE_CLASSES[-1][1]}"
+
+
+def profile(text: str) -> dict[str, int]:
+    """A job's calls from strace -f's output: ``ops_<operation>`` and, per write size,
+    ``writes_<class>`` (writes that returned that many bytes) and ``written_<class>``
+    (their bytes); every key present, zero when none."""
+    classes = [f"upto_{label}" for _, label in WRITE_CLASSES] + [f"over_{WRITE_CLASSES[-1][1]}"]
+    found = {f"{OPS_PREFIX}{op}": 0 for op in OPERATIONS}
+    found |= {f"{kind}_{c}": 0 for c in classes for kind in ("writes", "written")}
+    for name, args, result in calls_of(text):
+        if name in _WRITES:
+            if result is not None and result >= 0:
+                found[f"writes_{write_class(result)}"] += 1
+                found[f"written_{write_class(result)}"] += result
+            continue
+        op = operation(name, args)
+        if op is not None:
+            found[f"{OPS_PREFIX}{op}"] += 1
+    return found
+
+
+def profile_metrics(found: dict[str, int]) -> list[dict]:
+    """The profile as metrics: counts in calls, bytes in B."""
+    return [
+        metric(key, value, "B" if key.startswith("written_") else "calls")
+        for key, value in found.items()
+    ]
+
+
+def added_profiles(*profiles: dict[str, int]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for one in profiles:
+        for key, value in one.items():
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def categorise(table: dict[str, dict]) -> dict[str, int]:
@@ -149,7 +268,8 @@ def _first_line(text: str) -> str:
 
 
 class Tracer:
-    """``strace -f -c`` attached to this process from :meth:`start` until :meth:`stop`."""
+    """``strace -f -C`` attached to this process from :meth:`start` until :meth:`stop`;
+    :attr:`profile` is the job's profile once stopped."""
 
     def __init__(self, strace: str | None = None):
         self.strace = strace or shutil.which(STRACE)
@@ -158,13 +278,14 @@ class Tracer:
         self.stderr_path = self.folder / "stderr.txt"
         self.process: subprocess.Popen | None = None
         self.command: list[str] = []
+        self.profile: dict[str, int] = {}
 
     def start(self) -> None:
         """Start strace and return once it traces every thread of this process."""
         if not self.strace:
             raise NotCounted("strace missing: not found on PATH (Debian package strace)")
         pid = os.getpid()
-        self.command = [self.strace, "-f", "-c", "-o", str(self.table_path), "-p", str(pid)]
+        self.command = [self.strace, *OPTIONS, "-o", str(self.table_path), "-p", str(pid)]
         _allow_tracing_by_children()
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
@@ -198,6 +319,7 @@ class Tracer:
         table = parse_table(text)
         if not table:
             raise NotCounted(f"strace wrote no table: {self._stderr()}")
+        self.profile = profile(text)
         return table
 
     def _kill(self) -> None:
@@ -247,7 +369,7 @@ def outside_the_trace(spec: dict, environ=os.environ) -> str:
 
 def rank_prefix(job) -> list[str]:
     """What a workload puts between the launcher and a rank's program: where the ranks are
-    outside the runner's trace, ``strace -f -c`` of that rank, its table in a file of its
+    outside the runner's trace, ``strace -f -C`` of that rank, its table in a file of its
     own in the job's ``rank_tables`` folder (a folder every node sees); else nothing. A node
     without strace runs the rank untraced, and the job then lacks that rank's table."""
     if getattr(job, "rank_tables", None) is None:
@@ -255,7 +377,7 @@ def rank_prefix(job) -> list[str]:
     strace = shlex.quote(STRACE)
     wrapper = (
         f'out=$1; shift; command -v {strace} >/dev/null || exec "$@"; '
-        f'exec {strace} -f -c -o "$out.$(uname -n).$$" "$@"'
+        f'exec {strace} {" ".join(OPTIONS)} -o "$out.$(uname -n).$$" "$@"'
     )
     return ["sh", "-c", wrapper, "sh", str(job.rank_tables / "rank")]
 
@@ -271,6 +393,13 @@ def rank_tables(folder: Path, tasks: int) -> tuple[dict[str, dict] | None, str]:
     return added(*(parse_table(path.read_text(errors="replace")) for path in found)), ""
 
 
+def rank_profiles(folder: Path) -> dict[str, int]:
+    """The ranks' profiles added up (:func:`rank_tables` says whether every rank is there)."""
+    return added_profiles(
+        *(profile(path.read_text(errors="replace")) for path in sorted(folder.glob("rank.*")))
+    )
+
+
 def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
     """``run(job)`` with its system calls counted; the counts join its metrics.
 
@@ -279,13 +408,14 @@ def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
     ``job.extra["syscalls"]``; when the calls cannot be counted the job still
     runs, and the record and the log say why.
     """
-    command = "strace -f -c -p <runner pid>, from before run(job) until it returned"
+    options = " ".join(OPTIONS)
+    command = f"strace {options} -p <runner pid>, from before run(job) until it returned"
     if outside := outside_the_trace(job.spec):
         job.rank_tables = Path(tempfile.mkdtemp(prefix=".tierbench-strace-", dir=Path.cwd()))
-        command += f"; and strace -f -c of each rank ({outside})"
+        command += f"; and strace {options} of each rank ({outside})"
     tracer = Tracer()
     try:
-        job.log(f"counting system calls with {tracer.strace or STRACE} -f -c (a slow run)")
+        job.log(f"counting system calls with {tracer.strace or STRACE} {options} (a slow run)")
         try:
             tracer.start()
         except NotCounted as reason:
@@ -298,9 +428,11 @@ def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
                 table, failure = tracer.stop(), ""
             except NotCounted as reason:
                 table, failure = None, str(reason)
+        found = getattr(tracer, "profile", {})
         if table is not None and outside:
             ranks, failure = rank_tables(job.rank_tables, tasks)
             table = None if ranks is None else added(table, ranks)
+            found = added_profiles(found, rank_profiles(job.rank_tables))
         if table is None:
             job.extra["syscalls"] = {"counted": False, "reason": failure}
             job.log(f"system calls not counted: {failure}")
@@ -311,10 +443,11 @@ def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
             "strace": version(tracer.strace),
             "categories": categorise(table),
             "table": table,
+            "profile": found,
         }
         if any(m["status"] != "ok" for m in metrics):
             return metrics
-        return metrics + metrics_of(table)
+        return metrics + metrics_of(table) + profile_metrics(found)
     finally:
         tracer.close()
         if getattr(job, "rank_tables", None) is not None:

@@ -513,7 +513,7 @@ def tracing(job: Job) -> tuple[str | None, str | None]:
         return None, "strace missing: not found on PATH (Debian package strace)"
     try:
         done = subprocess.run(
-            [strace, "-f", "-c", "-o", os.devnull, "true"],
+            [strace, *syscalls.OPTIONS, "-o", os.devnull, "true"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -527,25 +527,27 @@ def tracing(job: Job) -> tuple[str | None, str | None]:
 
 
 def traced_argv(strace: str, table: Path, argv: list[str]) -> list[str]:
-    return [strace, "-f", "-c", "-o", str(table), "--", *argv]
+    return [strace, *syscalls.OPTIONS, "-o", str(table), "--", *argv]
 
 
 def counted_calls(job: Job, strace: str, table: Path) -> list[dict]:
     """The command's calls as metrics; the table and categories go to the record."""
-    found = syscalls.parse_table(table.read_text(errors="replace") if table.exists() else "")
+    text = table.read_text(errors="replace") if table.exists() else ""
+    found = syscalls.parse_table(text)
     if not found:
         job.extra["syscalls"] = {"counted": False, "reason": "strace wrote no table"}
         job.log("system calls not counted: strace wrote no table")
         return []
     job.extra["syscalls"] = {
         "counted": True,
-        "command": "strace -f -c -o <table> -- <the command>: its processes only, not the "
-        "staging copy",
+        "command": f"strace {' '.join(syscalls.OPTIONS)} -o <table> -- <the command>: its "
+        "processes only, not the staging copy",
         "strace": syscalls.version(strace),
         "categories": syscalls.categorise(found),
         "table": found,
+        "profile": syscalls.profile(text),
     }
-    return syscalls.metrics_of(found)
+    return syscalls.metrics_of(found) + syscalls.profile_metrics(job.extra["syscalls"]["profile"])
 
 
 # --- one repetition ---------------------------------------------------------------------------
