@@ -11,7 +11,6 @@ import shlex
 import socket
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
@@ -738,18 +737,22 @@ def study_allocations(study, extra=False):
     if key not in _ALLOCATIONS:
         reps_of = first_round
         if extra:
-            wanted = {}
-            for path in study_records(SimpleNamespace(study=study)):
-                wanted.setdefault(os.path.dirname(path), []).append(path)
+            # what the adaptive step decided, read as a file: inside an allocation the
+            # checkpoint is not part of Snakemake's graph and cannot be asked
+            decided = Path(f"{OUT}/{study}/repetitions.json")
+            wanted = (
+                json.loads(decided.read_text())["points"] if decided.exists() else {}
+            )
+
+            fixed = matrix.fixed_repetitions(STUDIES[study])
 
             def reps_of(point):
-                folder = os.path.dirname(raw_path(point, 0))
-                done = set(first_round(point))
-                return [
-                    int(Path(path).stem[3:])
-                    for path in wanted.get(folder, [])
-                    if int(Path(path).stem[3:]) not in done
-                ]
+                if point.experiment in fixed:
+                    return []
+                last = first_round(point)[-1]
+                return list(
+                    range(last + 1, wanted.get(matrix.point_id(point), last) + 1)
+                )
 
         made = allocations.pack(
             allocation_units(study, reps_of),
