@@ -1125,10 +1125,13 @@ def on_member_nodes(job: Job, member: Member, argv: list[str]) -> list[str]:
     return done.stdout.splitlines()
 
 
-def on_node_local_tier_across_nodes(job: Job) -> bool:
-    """Do a member's ranks run on nodes that do not see the case it was prepared in? (Its
-    ranks span nodes, or it runs on nodes other than the job's first, on a node-local tier.)"""
-    return spans_nodes(job) and not job.spec.get("tier_shared")
+def on_node_local_tier_across_nodes(job: Job, member: Member) -> bool:
+    """Does a member's solver run on nodes that do not see the case it was prepared in?
+    (On a node-local tier, its ranks span nodes or it runs on nodes other than the job's
+    own; a member of one node that is the job's first node needs no copy.)"""
+    if not spans_nodes(job) or job.spec.get("tier_shared"):
+        return False
+    return member_nodes(job) > 1 or member.index > 0
 
 
 def stage_to_member_nodes(job: Job, member: Member) -> float:
@@ -1149,7 +1152,7 @@ def stage_to_member_nodes(job: Job, member: Member) -> float:
 
 def member_tree(job: Job, member: Member, everything: bool) -> dict[str, int]:
     """:func:`tree` of the member's case over all of its nodes (each writes its ranks')."""
-    if not on_node_local_tier_across_nodes(job):
+    if not on_node_local_tier_across_nodes(job, member):
         return tree(member.case, everything)
     code = (
         "import json, sys; from pathlib import Path; "
@@ -1166,7 +1169,7 @@ def member_tree(job: Job, member: Member, everything: bool) -> dict[str, int]:
 def remove_from_member_nodes(job: Job, member: Member) -> None:
     """The run folder removed from the member's nodes other than the job's own, where the
     case was copied to (on the job's own node it goes with the job, after its log is kept)."""
-    if not on_node_local_tier_across_nodes(job):
+    if not on_node_local_tier_across_nodes(job, member):
         return
     remove = '[ "$(hostname)" = "$2" ] || rm -rf "$1"'
     folder, here = str(job.folder.path), socket.gethostname()
@@ -1446,7 +1449,7 @@ def run(job: Job) -> list[dict]:
         else:
             made = prepare_case(job, member, p, plan, env)
             prepared_cells(job, member.case, p, plan)
-        if on_node_local_tier_across_nodes(job):
+        if on_node_local_tier_across_nodes(job, member):
             made["stage_to_nodes"] = stage_to_member_nodes(job, member)
         return made
 
