@@ -512,7 +512,7 @@ def bench_runtime(workload):
     @per_job
     def runtime(wildcards):
         if in_allocations():
-            return allocation_share(wildcards, workload)
+            return packed(wildcards, workload)[1]
         params = point_of(wildcards, workload).params
         return cluster.runtime_minutes(estimate(workload, "runtime_s", params))
 
@@ -754,9 +754,10 @@ def study_allocations(study, extra=False):
                     range(last + 1, wanted.get(matrix.point_id(point), last) + 1)
                 )
 
+        limits = allocation_limits()
         made = allocations.pack(
             allocation_units(study, reps_of),
-            allocation_limits(),
+            limits,
             f"{study}-{'more' if extra else 'round1'}",
         )
         _ALLOCATIONS[key] = made
@@ -769,7 +770,7 @@ def study_allocations(study, extra=False):
             logger.info(
                 f"Slurm allocations of study {study}, {what}:\n" + "\n".join(lines)
             )
-        for line in allocations.short_ones(made, allocation_limits()):
+        for line in allocations.short_ones(made, limits):
             logger.warning(line)
     return _ALLOCATIONS[key]
 
@@ -784,21 +785,20 @@ def allocation_plan(study):
     }
 
 
-def allocation_of(wildcards, workload):
-    """The allocation a benchmark job runs in."""
+def packed(wildcards, workload):
+    """A benchmark job's allocation and its whole minutes of the allocation's time limit
+    (Allocation.shares), its round packed on first asking."""
     point = point_of(wildcards, workload)
     rep, wanted = int(wildcards.rep), matrix.point_id(point)
     study_allocations(point.study, extra=rep not in first_round(point))
     if (wanted, rep) not in _ALLOCATION_OF:
         raise WorkflowError(f"no allocation holds {wanted} repetition {rep}")
-    return _ALLOCATION_OF[(wanted, rep)][0]
+    return _ALLOCATION_OF[(wanted, rep)]
 
 
-def allocation_share(wildcards, workload):
-    """A job's whole minutes of its allocation's time limit (Allocation.shares)."""
-    allocation_of(wildcards, workload)
-    wanted = matrix.point_id(point_of(wildcards, workload))
-    return _ALLOCATION_OF[(wanted, int(wildcards.rep))][1]
+def allocation_of(wildcards, workload):
+    """The allocation a benchmark job runs in."""
+    return packed(wildcards, workload)[0]
 
 
 def allocation_group(workload):

@@ -11,10 +11,11 @@ allocation, and points bound to another partition in allocations of their
 own. Inside an allocation Snakemake runs one benchmark at a time, each
 starting its own ``srun`` steps for exactly the nodes and ranks it needs.
 
-The packing is pure: it takes the jobs with their estimated minutes, nodes
+The packing is pure: it takes the jobs with their estimated seconds, nodes
 and ranks, and the site's limits, and returns the allocations in the order
-they run. A job already measured is not handed in, so running the same
-command again packs only what has no result yet.
+they run. Every job of a round is packed; Snakemake submits of an allocation
+only the jobs that have no result yet, so running the same command again runs
+only those (and asks for their share of the time limit).
 """
 
 from __future__ import annotations
@@ -106,10 +107,10 @@ class Allocation:
 class Limits:
     """A site's wishes for allocations (the hardware file's ``allocations``).
 
-    ``at_most`` caps an allocation's time limit (unset: the partition's own
-    limit, else none); ``at_least`` is the shortest a site likes, which the
-    plan reports where a study has too little work to fill one; ``queue`` is
-    how many of a run's jobs may wait in the queue at once.
+    ``at_most`` caps an allocation's time limit (unset: no cap; the pipeline
+    passes the partition's own limit, else a day); ``at_least`` is the shortest
+    a site likes, which the plan reports where a study has too little work to
+    fill one; ``queue`` is how many of a run's jobs may wait in the queue at once.
     """
 
     at_most_minutes: int | None = None

@@ -120,19 +120,28 @@ def _ask_slurm(command: list[str]) -> str | None:
     return done.stdout
 
 
+def _partition_values(field: str, partition: str | None) -> list[str]:
+    """A ``sinfo`` field (``%l``, ``%D``) on each line of the partitions in ``partition``
+    (``a,b``), or of the default one if None; [] when Slurm cannot be asked."""
+    found = _ask_slurm(["sinfo", "--noheader", f"--format=%P {field}"])
+    wanted = partition.split(",") if partition else None
+    values = []
+    for line in (found or "").splitlines():
+        name, _, value = line.partition(" ")
+        if (wanted and name.rstrip("*") in wanted) or (not wanted and name.endswith("*")):
+            values.append(value.strip())
+    return values
+
+
 @cache
 def partition_time_limit(partition: str | None) -> int | None:
     """Minutes a job may run in the partition (the default one if None), or None when
     unlimited or when Slurm cannot be asked."""
-    found = _ask_slurm(["sinfo", "--noheader", "--format=%P %l"])
-    for line in (found or "").splitlines():
-        name, _, limit = line.partition(" ")
-        default = name.endswith("*")
-        if (partition and name.rstrip("*") in partition.split(",")) or (not partition and default):
-            try:
-                return parse_duration_minutes(limit.strip())
-            except ValueError:  # "infinite"
-                return None
+    for limit in _partition_values("%l", partition)[:1]:
+        try:
+            return parse_duration_minutes(limit)
+        except ValueError:  # "infinite"
+            return None
     return None
 
 
@@ -158,15 +167,8 @@ def nodes_to_spread_over(hardware: dict) -> int:
 @cache
 def partition_nodes(partition: str | None) -> int | None:
     """Nodes of the partition (the default one if None), or None when Slurm cannot be asked."""
-    found = _ask_slurm(["sinfo", "--noheader", "--format=%P %D"])
-    counts: dict[str, int] = {}
-    for line in (found or "").splitlines():
-        name, _, count = line.partition(" ")
-        if (partition and name.rstrip("*") in partition.split(",")) or (
-            not partition and name.endswith("*")
-        ):
-            counts[name] = counts.get(name, 0) + int(count)  # a line per node state
-    return sum(counts.values()) or None
+    # sinfo prints a line per partition and node state: add them up
+    return sum(int(count) for count in _partition_values("%D", partition)) or None
 
 
 @cache
