@@ -3,6 +3,7 @@ error, never a traceback and never a wrong number."""
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -240,3 +241,38 @@ def test_a_worker_the_runner_forks_ends_on_sigterm_as_it_would_have():
         timeout=60,
     )
     assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
+MANY_POOLS = """
+import sys
+from pathlib import Path
+from tierbench import runner
+from tierbench.workloads import fe_optimisation, ga
+def evaluate(task):
+    return {"ok": True, "misfit": 1.0}
+runner.stop_on_sigterm()
+for _ in range(int(sys.argv[1])):
+    fe_optimisation.optimise_in_pool(
+        ga.Settings(population=4, generations=1), 2, Path("."), evaluate, (None, ())
+    )
+print("done")
+"""
+
+
+def test_the_ga_pool_ends_every_time_under_the_runners_handler():
+    """A GA run ends its pool of workers and goes on: one run in some dozens waited forever
+    for a worker when the pool ended its workers by signal (one holding the queue's lock)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", MANY_POOLS, "150"],
+        cwd=REPO / "workflow",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)  # the waiting worker too
+        output, _ = child.communicate()
+    assert output.strip() == "done", output

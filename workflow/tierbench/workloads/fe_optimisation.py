@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import os
 import resource
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -99,6 +100,14 @@ def describe(settings: ga.Settings, cores: int) -> str:
     )
 
 
+def default_sigterm(initializer: Callable | None, initargs: tuple) -> None:
+    """A pool worker's initializer: SIGTERM ends it at once (the runner's handler, which
+    it inherits by fork, unwinds the run instead), then the workload's own."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if initializer is not None:
+        initializer(*initargs)
+
+
 def optimise_in_pool(
     settings: ga.Settings,
     cores: int,
@@ -123,7 +132,8 @@ def optimise_in_pool(
     evaluations: list[dict] = []
     initializer, initargs = worker
     start = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(cores, initializer, initargs) as pool:
+    context = multiprocessing.get_context("fork")
+    with context.Pool(cores, default_sigterm, (initializer, initargs)) as pool:
 
         def batch(rows: np.ndarray, generation: int) -> list[float]:
             tasks = [
@@ -146,6 +156,11 @@ def optimise_in_pool(
             return [r["misfit"] for r in done]
 
         result = ga.optimise(batch, low, high, settings)
+        # workers end on the pool's sentinels: its terminate() (the with block's exit)
+        # signals workers, one of which may hold the task queue's lock, and the pool
+        # then waits for the other forever
+        pool.close()
+        pool.join()
     return {
         "wall_time": time.perf_counter() - start,
         "evaluations": evaluations,
