@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -79,14 +80,22 @@ def pipeline_copy(root: Path):
 
     def run(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run(
-            [*snakemake_command(), *args],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
+        command = [*snakemake_command(), *args]
+        # its own session: a run out of time is stopped with every benchmark it started
+        child = subprocess.Popen(
+            command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            stdout, stderr = child.communicate()
+            raise AssertionError(
+                f"snakemake {' '.join(args)} still ran after {timeout:.0f} s; its output's end:\n"
+                f"{stderr[-3000:]}\nthe benchmark logs written last:\n{latest_logs(root)}"
+            ) from None
+        done = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
         if check and done.returncode != 0:
             raise AssertionError(
                 f"snakemake {' '.join(args)} failed ({done.returncode}):\n"
@@ -96,6 +105,15 @@ def pipeline_copy(root: Path):
 
     run.root = root
     return run
+
+
+def latest_logs(root: Path, count: int = 3) -> str:
+    """The ends of the logs a run wrote last: which job it was in when it was stopped."""
+    logs = sorted(root.glob("results/*/*/logs/**/*.log"), key=lambda p: p.stat().st_mtime)
+    return "\n".join(
+        f"{log.relative_to(root)}:\n" + "\n".join(log.read_text().splitlines()[-5:])
+        for log in logs[-count:]
+    )
 
 
 #: CI=true: the real solvers' tests must run, a missing solver fails them instead of skipping
