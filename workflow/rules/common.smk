@@ -354,29 +354,36 @@ def partner_run(wildcards, workload):
     return raw_path(partner, rep) if all(rep in reps for reps in rounds) else None
 
 
-def report_inputs(studies):
-    """Everything the HTML report of some studies is made from."""
+def report_inputs(studies, elsewhere=None):
+    """Everything the HTML report of some studies is made from; a study in `elsewhere`
+    (study -> machine) is read from that machine's results, which an earlier run made.
+    """
+    elsewhere = elsewhere or {}
+
+    def out(study):
+        return f"results/{elsewhere[study]}" if study in elsewhere else OUT
+
     return {
-        "summaries": [f"{OUT}/{s}/summary.csv" for s in studies],
-        "results": [f"{OUT}/{s}/results.csv" for s in studies],
-        "provenance": [f"{OUT}/{s}/provenance/tiers.json" for s in studies],
-        "plans": [f"{OUT}/{s}/plan.json" for s in studies],
+        "summaries": [f"{out(s)}/{s}/summary.csv" for s in studies],
+        "results": [f"{out(s)}/{s}/results.csv" for s in studies],
+        "provenance": [f"{out(s)}/{s}/provenance/tiers.json" for s in studies],
+        "plans": [f"{out(s)}/{s}/plan.json" for s in studies],
         # each study's run recorded in the results database (its run id is shown)
-        "runs": [f"{OUT}/{s}/run.json" for s in studies],
-        "preflights": [f"{OUT}/{s}/preflight.json" for s in studies],
-        "nodes": [f"{OUT}/{s}/provenance/nodes.json" for s in studies],
-        "allocations": [f"{OUT}/{s}/provenance/allocations.json" for s in studies],
+        "runs": [f"{out(s)}/{s}/run.json" for s in studies],
+        "preflights": [f"{out(s)}/{s}/preflight.json" for s in studies],
+        "nodes": [f"{out(s)}/{s}/provenance/nodes.json" for s in studies],
+        "allocations": [f"{out(s)}/{s}/provenance/allocations.json" for s in studies],
         "figures": [
-            f"{OUT}/{s}/figures/{family}"
+            f"{out(s)}/{s}/figures/{family}"
             for s in studies
             for family in study_families(s)
         ],
         "verdicts": [
-            f"{OUT}/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
+            f"{out(s)}/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
         ],
-        "fidelity": [f"{OUT}/{s}/fidelity.json" for s in studies if holds_a_pair(s)],
+        "fidelity": [f"{out(s)}/{s}/fidelity.json" for s in studies if holds_a_pair(s)],
         "repetitions": [
-            f"{OUT}/{s}/repetitions.json"
+            f"{out(s)}/{s}/repetitions.json"
             for s in studies
             if matrix.adaptive(STUDIES[s])
         ],
@@ -838,6 +845,20 @@ def merge_allocation_parts(name):
 def paper_studies():
     """The document studies whose files are present, in document order."""
     return [study for study in PAPER_STUDIES if study in STUDIES]
+
+
+def paper_elsewhere():
+    """Document studies the paper page takes from another machine's results (study ->
+    machine), each checked to be there: an earlier command ran them."""
+    elsewhere = config.get("paper_elsewhere", {})
+    for study, machine in elsewhere.items():
+        verdict = Path("results", machine, study, "verdict.json")
+        if study not in paper_studies() or not verdict.is_file():
+            raise WorkflowError(
+                f"paper_elsewhere: {verdict} is missing: run {study} on {machine} first"
+                " (./tierbench paper runs document 001 on the cluster on one machine)"
+            )
+    return elsewhere
 
 
 def benchmark_resources(workload):

@@ -102,7 +102,7 @@ ruleorder: paper_figures > figures
 rule paper:
     """results/<machine>/paper.html: the document studies, each with its verdicts."""
     input:
-        **report_inputs(paper_studies()),
+        **report_inputs(paper_studies(), paper_elsewhere()),
     output:
         f"{OUT}/paper.html",
     log:
@@ -116,6 +116,9 @@ rule paper:
             {s: study_title(s) for s in paper_studies()}
         ),
         scale=config["scale"],
+        elsewhere=lambda wildcards: json.dumps(paper_elsewhere()),
+        undecided=json.dumps(config.get("paper_undecided", {})),
     shell:
         "python -m tierbench.report --results-dir {params.results_dir} --studies {params.studies}"
-        " --titles {params.titles:q} --scale {params.scale} --out {output} 2> {log}"
+        " --titles {params.titles:q} --scale {params.scale} --elsewhere {params.elsewhere:q}"
+        " --undecided {params.undecided:q} --out {output} 2> {log}"

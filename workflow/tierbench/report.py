@@ -247,6 +247,14 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
     }
 
 
+def lesson_count(contexts: list[dict]) -> dict:
+    """How many of the pages' lessons each verdict got: a paper page's first line."""
+    statuses = [v["status"] for c in contexts for v in c["verdicts"]]
+    counts = {status: statuses.count(status) for status in dict.fromkeys(statuses)}
+    decided = counts.get("reproduced", 0) + counts.get("not_reproduced", 0)
+    return {"total": len(statuses), "decided": decided, "counts": counts}
+
+
 def render(
     results_dir: Path,
     studies: list[str],
@@ -254,7 +262,12 @@ def render(
     extra=None,
     scale: str = "",
     machine: str = "",
+    elsewhere: dict[str, str] | None = None,
+    undecided: dict[str, str] | None = None,
 ) -> str:
+    """The report of some studies of one machine's results; a study in ``elsewhere``
+    (study -> machine) from that machine's results beside them, and a study in
+    ``undecided`` with the line that says why its lessons stay undecided here."""
     from .workloads import registry
 
     env = Environment(
@@ -268,14 +281,20 @@ def render(
     env.filters["duration"] = duration_text
     env.filters["count"] = lambda v: f"{v:,.0f}" if float(v).is_integer() else number(v)
     contexts = []
+    elsewhere, undecided = elsewhere or {}, undecided or {}
     for study in studies:
-        context = study_context(results_dir, study, registry())
+        ran_on = elsewhere.get(study)
+        folder = results_dir.parent / ran_on if ran_on else results_dir
+        context = study_context(folder, study, registry())
         context["title"] = titles.get(study, study)
+        context["ran_on"] = ran_on or ""
+        context["undecided"] = undecided.get(study, "")
         context["time_line"] = time_line(context["time"])
         contexts.append(context)
     total = total_time([c["time"] for c in contexts])
     return env.get_template("report.html.j2").render(
         studies=contexts,
+        lessons=lesson_count(contexts),
         total_time=time_line(total) if total else "",
         total_time_s=total,
         generated_at=utc_now(),
@@ -292,9 +311,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--studies", nargs="+", required=True)
     parser.add_argument("--titles", default="{}", help="study -> title, as JSON")
     parser.add_argument("--scale", default="", help="the scale preset the run used")
+    parser.add_argument(
+        "--elsewhere", default="{}", help="study -> machine whose results hold it, as JSON"
+    )
+    parser.add_argument(
+        "--undecided", default="{}", help="study -> why its lessons stay undecided, as JSON"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    html = render(Path(args.results_dir), args.studies, json.loads(args.titles), scale=args.scale)
+    html = render(
+        Path(args.results_dir),
+        args.studies,
+        json.loads(args.titles),
+        scale=args.scale,
+        elsewhere=json.loads(args.elsewhere),
+        undecided=json.loads(args.undecided),
+    )
     Path(args.out).write_text(html)
     print(f"wrote {args.out} ({len(html) // 1024} KiB)", file=sys.stderr)
     return 0
