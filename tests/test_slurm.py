@@ -55,7 +55,7 @@ from conftest import REPO
 from minicluster_fixture import leftovers, require_minicluster, running_minicluster, snapshot
 from test_resultsdb import sweep, write_study
 from tierbench.minicluster import MiniCluster
-from tierbench.report import id_ranges
+from tierbench.report import duration_text, id_ranges
 
 pytestmark = pytest.mark.slurm
 
@@ -179,8 +179,10 @@ def test_smoke_study_runs_as_slurm_jobs_on_the_nodes(pipeline, slurm: MiniCluste
     assert held["benchmarks"] == len(runs) and 0 < held["benchmark_s"] <= held["held_s"]
     assert held["nodes"] == int(job["NumNodes"])
     assert 0 < use["benchmark_share"] <= 1
-    assert "of it inside benchmarks" in (root / f"results/{HARDWARE}/report.html").read_text()
     html = (root / f"results/{HARDWARE}/report.html").read_text()
+    assert use["node_seconds"] == pytest.approx(held["nodes"] * held["held_s"], abs=0.2)
+    assert f"{duration_text(use['node_seconds'])} of node time held" in html
+    assert "of it inside benchmarks" in html
     for node in nodes:
         assert node["fs_type"] and node["slurm_partition"] == slurm.partition
         assert f"{len(node['slurm_job_ids'])}: {id_ranges(node['slurm_job_ids'])}" in html

@@ -167,6 +167,7 @@ def allocation_use(paths: list[str]) -> dict:
     return {
         "allocations": rows,
         "node_hours": round(held / 3600, 3),
+        "node_seconds": round(held, 1),
         "benchmark_share": round(used / held, 3) if held > 0 else None,
     }
 
