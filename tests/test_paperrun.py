@@ -55,7 +55,9 @@ def test_a_hardware_file_of_the_users_runs_every_document_on_its_tiers(commands)
     assert not on_cluster and args == ["paper", "--config", "hardware=nextgenio"]
 
 
-def test_the_cluster_runs_document_001_and_is_down_after_also_on_failure(monkeypatch, commands):
+def test_the_cluster_runs_document_001_and_is_down_after_also_on_failure(
+    monkeypatch, commands, capsys
+):
     """up, the study under Slurm, down: and down also when the study's run fails."""
     steps = []
 
@@ -84,13 +86,16 @@ def test_the_cluster_runs_document_001_and_is_down_after_also_on_failure(monkeyp
     assert json.loads(config_of(paper_args)["paper_elsewhere"]) == {"cfd_dcpmm": "minicluster"}
 
     def fails(args, env=None):
-        raise SystemExit(1)
+        raise paperrun.Failed("cfd_dcpmm on the cluster", 3)
 
     steps.clear()
     monkeypatch.setattr(paperrun, "snakemake", fails)
-    with pytest.raises(SystemExit):
-        paperrun.main([])
+    assert paperrun.main([]) == 3
     assert steps == ["up", "down"]
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        "tierbench: cfd_dcpmm on the cluster failed (snakemake exit 3): its messages are above"
+    )
 
 
 def test_the_page_takes_a_study_from_another_machine_and_counts_the_lessons(tmp_path):

@@ -84,13 +84,22 @@ def cluster_on_this_machine():
             say(f"cluster stopped ({len(done)} steps)")
 
 
+class Failed(Exception):
+    """A Snakemake run of the paper failed; its own messages are above."""
+
+    def __init__(self, what: str, returncode: int):
+        super().__init__(f"{what} failed (snakemake exit {returncode}): its messages are above")
+        self.returncode = returncode
+
+
 def snakemake(args: list[str], env: dict | None = None) -> None:
-    """Snakemake in the repository; SystemExit with its status when it fails."""
+    """Snakemake in the repository; :class:`Failed` when it fails."""
     command = [sys.executable, "-m", "snakemake", *args]
     say("snakemake " + " ".join(args))
     done = subprocess.run(command, cwd=REPO, env=env)
     if done.returncode != 0:
-        raise SystemExit(done.returncode)
+        what = "the paper" if args[0] == "paper" else f"{CLUSTER_STUDY} on the cluster"
+        raise Failed(what, done.returncode)
 
 
 def config_args(config: list[str]) -> list[str]:
@@ -103,7 +112,16 @@ def yaml_value(value) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    config, rest = split_config(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return run(list(sys.argv[1:] if argv is None else argv))
+    except Failed as failed:  # the last line says what failed, after the cluster is down
+        say(str(failed))
+        return failed.returncode
+
+
+def run(argv: list[str]) -> int:
+    """The paper's runs: document 001 on the cluster where it can start, then the page."""
+    config, rest = split_config(argv)
     if any(entry.startswith("hardware=") for entry in config):
         # a hardware file of the user's: every document on its tiers, as `snakemake paper`
         snakemake(["paper", *rest, *config_args(config)])
