@@ -24,7 +24,7 @@ from tierbench.errors import ConfigError, PointFailed
 from tierbench.records import metric
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import cfd_proxy, openfoam
+from tierbench.workloads import cfd_launch, cfd_proxy, openfoam
 
 HAVE_MPI = shutil.which("mpiexec") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpiexec (openmpi-bin) is not installed")
@@ -72,14 +72,14 @@ def tree(root) -> tuple[set, set]:
 
 
 def mpi_env() -> dict:
-    env, _ = cfd_proxy.launch_env("mpiexec", local=True)
+    env, _ = cfd_launch.launch_env("mpiexec", local=True)
     return env
 
 
 def run_writer(tmp_path, ranks: int, config: dict, name: str = "case"):
     """The MPI program on its own (no runner), so its output can be inspected."""
     case, out = tmp_path / name, tmp_path / f"{name}.json"
-    command = cfd_proxy.launch_command("mpiexec", ranks, 1, local=True) + [
+    command = cfd_launch.launch_command("mpiexec", ranks, 1, local=True) + [
         sys.executable, "-m", "tierbench.cfd_writer",
         "--case", str(case), "--config", json.dumps(config), "--out", str(out),
     ]  # fmt: skip
@@ -631,7 +631,7 @@ def test_each_step_logs_and_faults_in_what_it_is_set_to(tmp_path):
     params = {**PARAMS, "steps": 8, "write_interval": "none", "warmup_steps": 2}
     config = {**cfd_proxy.writer_config({**params, "ranks": 1}), "sweeps": 3}
     config.update(log_writes=5, log_bytes=300, fresh_bytes=400_000)
-    command = cfd_proxy.launch_command("mpiexec", 1, 1, local=True)
+    command = cfd_launch.launch_command("mpiexec", 1, 1, local=True)
     runs = {}
     for name, fresh in (("fresh", 400_000), ("none", 0)):
         out = tmp_path / f"{name}.json"
@@ -656,7 +656,7 @@ def test_a_launchs_output_reaches_its_log_through_a_pipe(tmp_path):
     """Every line, in order, also when the launch flushes them one by one."""
     script = "import os\nfor i in range(500): os.write(1, b'line %d\\n' % i)"
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-    cfd_proxy.copy_output(process.stdout, tmp_path / "member0.log")
+    cfd_launch.copy_output(process.stdout, tmp_path / "member0.log")
     assert process.wait() == 0
     lines = (tmp_path / "member0.log").read_text().splitlines()
     assert lines == [f"line {i}" for i in range(500)]
@@ -922,13 +922,13 @@ def test_wrong_counts_fail_the_point(file_set, per_write):
 
 
 def test_launch_command_per_launcher():
-    local = cfd_proxy.launch_command("mpiexec", 4, 1, local=True)
+    local = cfd_launch.launch_command("mpiexec", 4, 1, local=True)
     assert local == ["mpiexec", "-n", "4", "--oversubscribe", "--bind-to", "none"]
-    assert cfd_proxy.launch_command("mpiexec", 4, 1, local=False) == ["mpiexec", "-n", "4"]
-    assert cfd_proxy.launch_command("srun --mpi=pmix", 8, 5, local=False) == [
+    assert cfd_launch.launch_command("mpiexec", 4, 1, local=False) == ["mpiexec", "-n", "4"]
+    assert cfd_launch.launch_command("srun --mpi=pmix", 8, 5, local=False) == [
         "srun", "--mpi=pmix", "-n", "8", "--exact",
     ]  # fmt: skip
-    assert cfd_proxy.launch_command("srun --mpi=pmix", 8, 1, local=False)[-1] == "8"
+    assert cfd_launch.launch_command("srun --mpi=pmix", 8, 1, local=False)[-1] == "8"
 
 
 def test_tasks_are_ranks_times_ensemble():
@@ -940,10 +940,10 @@ def test_each_member_gets_nodes_of_its_own():
     """Document 001's ensembles: five 4-node runs, 20 nodes, member i from node 4i on."""
     assert cfd_proxy.nodes({"ranks": 192}) is None  # unset: Slurm places the ranks
     assert cfd_proxy.nodes({"ranks": 192, "nodes": 4, "ensemble": 5}) == 20
-    member = cfd_proxy.launch_command("srun --mpi=pmix", 192, 5, False, nodes_each=4, member=2)
+    member = cfd_launch.launch_command("srun --mpi=pmix", 192, 5, False, nodes_each=4, member=2)
     assert member == ["srun", "--mpi=pmix", "-n", "192", "--exact", "-N", "4", "--relative=8"]
     # outside Slurm every rank runs on this machine
-    assert "-N" not in cfd_proxy.launch_command("mpiexec", 2, 1, True, nodes_each=2, member=1)
+    assert "-N" not in cfd_launch.launch_command("mpiexec", 2, 1, True, nodes_each=2, member=1)
 
 
 def test_ranks_on_several_nodes_meet_beside_the_record(tmp_path, monkeypatch):
@@ -972,7 +972,7 @@ def test_a_rank_without_the_run_folder_on_its_node_makes_and_removes_its_own(tmp
     (tmp_path / "tier").mkdir()
     config = cfd_proxy.writer_config({**PARAMS, "steps": 2, "write_interval": 1})
     case, out = run_folder / "member0", tmp_path / "result.json"
-    command = cfd_proxy.launch_command("mpiexec", 2, 1, local=True) + [
+    command = cfd_launch.launch_command("mpiexec", 2, 1, local=True) + [
         sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
         "--config", json.dumps(config), "--out", str(out), "--run-folder", str(run_folder),
     ]  # fmt: skip

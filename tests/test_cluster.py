@@ -113,13 +113,13 @@ def test_preflight_in_a_slurm_job_defers_node_local_tiers(tmp_path, monkeypatch)
 
 def test_a_rank_started_inside_a_job_step_overlaps_it(monkeypatch):
     """A one-task job runs in a step that holds its CPUs: a new step must share them."""
-    from tierbench.workloads import cfd_proxy
+    from tierbench.workloads import cfd_launch
 
     monkeypatch.setenv("SLURM_STEP_ID", "0")
-    assert cfd_proxy.launch_command("srun --mpi=pmix", 1, 1, local=False)[-1] == "--overlap"
-    assert "--overlap" not in cfd_proxy.launch_command("mpiexec", 1, 1, local=True)
+    assert cfd_launch.launch_command("srun --mpi=pmix", 1, 1, local=False)[-1] == "--overlap"
+    assert "--overlap" not in cfd_launch.launch_command("mpiexec", 1, 1, local=True)
     for outside in ("batch", ""):
         monkeypatch.setenv("SLURM_STEP_ID", outside)
-        assert "--overlap" not in cfd_proxy.launch_command("srun --mpi=pmix", 2, 1, local=False)
+        assert "--overlap" not in cfd_launch.launch_command("srun --mpi=pmix", 2, 1, local=False)
     monkeypatch.delenv("SLURM_STEP_ID")
-    assert "--overlap" not in cfd_proxy.launch_command("srun --mpi=pmix", 2, 1, local=False)
+    assert "--overlap" not in cfd_launch.launch_command("srun --mpi=pmix", 2, 1, local=False)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from tierbench import foam, syscalls
-from tierbench.workloads import cfd_proxy, openfoam
+from tierbench.workloads import cfd_launch, cfd_proxy, openfoam
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -124,7 +124,7 @@ def calls_below(trace: Path, folder: Path) -> dict[str, int]:
 
 def traced_ranks(argv: list[str], cwd: Path, env: dict, out: Path) -> list[dict[str, int]]:
     """Each rank's calls on the case's ``processors2`` folder, ``argv`` run on RANKS ranks."""
-    launcher = cfd_proxy.launch_command("mpiexec", RANKS, 1, local=True)
+    launcher = cfd_launch.launch_command("mpiexec", RANKS, 1, local=True)
     command = [*launcher, "sh", "-c", TRACE_RANK, str(out), *argv]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stdout.decode()[-2000:] + done.stderr.decode()[-2000:]
@@ -144,7 +144,7 @@ def collated_per_write(runs: dict) -> list[dict[str, float]]:
 
 
 def simplefoam_collated_calls(folder: Path, fmt: str, cells: int) -> list[dict[str, float]]:
-    env, _ = openfoam.openfoam_environment(None, cfd_proxy.launch_env("mpiexec", local=True)[0])
+    env, _ = openfoam.openfoam_environment(None, cfd_launch.launch_env("mpiexec", local=True)[0])
     runs = {}
     for interval in (1, STEPS):
         case = folder / f"simpleFoam-{interval}"
@@ -162,7 +162,7 @@ def simplefoam_collated_calls(folder: Path, fmt: str, cells: int) -> list[dict[s
 
 
 def proxy_collated_calls(folder: Path, fmt: str, cells: int, native: bool) -> list[dict]:
-    env = cfd_proxy.launch_env("mpiexec", local=True)[0]
+    env = cfd_launch.launch_env("mpiexec", local=True)[0]
     env["TIERBENCH_NATIVE"] = "1" if native else "0"
     runs = {}
     for interval in (1, STEPS):

@@ -26,7 +26,10 @@ LAYERS = (
         },
     ),
     ("workloads", {"workloads", "workloads.*"}),
-    ("planning and running", {"matrix", "runner", "preflight", "needs", "minicluster"}),
+    (
+        "planning and running",
+        {"matrix", "runner", "preflight", "needs", "minicluster", "paperrun"},
+    ),
     (
         "aggregation",
         {
@@ -123,3 +126,52 @@ def test_the_check_sees_an_import_that_runs_back_up(tmp_path):
     )
     found = imports("job", source, set(modules()))
     assert found == {"workloads", "matrix", "verdicts", "units", "report"}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of a graph (module -> modules it imports): its strongly
+    connected components of more than one module, or of one that imports itself."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1 or module in graph.get(module, ()):
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = set(modules())
+    graph = {module: imports(module, path, known) & known for module, path in modules().items()}
+    # a package's __init__ that only gathers its modules is no edge of a circle
+    return {module: targets - {"__init__"} for module, targets in graph.items()}
+
+
+def test_no_two_modules_import_each_other_even_inside_functions():
+    found = circles(import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_check_finds_a_circle_through_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert circles(graph) == [["a", "b", "c"], ["e"]]

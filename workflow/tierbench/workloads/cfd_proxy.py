@@ -39,7 +39,6 @@ pairing each point with the baseline of the same tier, ranks and ensemble.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import shutil
@@ -49,29 +48,38 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from .. import compute, foam, native, pagecache, syscalls
-from ..cluster import in_job_step
+from .. import compute, foam, native, syscalls
 from ..errors import PointFailed, PointNotApplicable
 from ..job import Job
 from ..records import metric, utc_now
 from ..rundir import RunFolder
 from ..schemas import complete, schema_defaults
 from ..units import parse_size
-from . import Pair, Tool, Workload
+from . import Pair, Tool, Workload, openfoam
+from .cfd_launch import (
+    DEFAULT_LAUNCHER,
+    OPEN_MPI_LAUNCHERS,
+    SESSION_VARS,
+    alone_first,
+    check_write_interval,
+    copy_output,
+    error_of_mean,
+    launch_command,
+    launch_env,
+    member_nodes,
+    page_cache_rule,
+    spans_nodes,
+    under_slurm,
+)
 
-PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
-DEFAULT_LAUNCHER = "mpiexec"
-OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
 #: the schema's defaults, for callers that pass a point's parameters as written
 DEFAULTS = schema_defaults("cfd_proxy")
 START_TIMEOUT_S = 300.0
 #: runs of the application a ``from_application`` target is the median of
 APPLICATION_TIMINGS = 3
 #: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
-SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
 #: the rounds of launches of a job: the ensemble's members, and member 0 alone before them
 MEMBER, ALONE = "member", "alone"
 
@@ -95,22 +103,11 @@ def cells_per_rank(params: dict) -> int:
     return max(1, parse_size(params["bytes_per_rank"]) // per_cell)
 
 
-def check_write_interval(params: dict, step: str = "step") -> None:
-    """A write interval longer than the run would write nothing: a cross-field rule."""
-    interval, steps = params["write_interval"], params["steps"]
-    if interval != "none" and interval > steps:
-        raise ValueError(
-            f"write_interval {interval} is longer than the run (steps {steps}): "
-            f"no {step} would write"
-        )
-
-
 def check_params(params: dict) -> None:
     """What the schema cannot say; types, ranges and the one-of size keys are the schema's."""
     check_write_interval(params)
     if with_defaults(params)["compute_per_cell_step"] == compute.FROM_APPLICATION:
-        from . import openfoam  # the application must be able to mesh this shape
-
+        # the application must be able to mesh this shape
         openfoam.check_params(application_params(params))
 
 
@@ -210,8 +207,6 @@ def time_application(job: Job) -> tuple[float, dict]:
     As many iterations as the point has steps: simpleFoam's iterations get cheaper as the
     flow settles, so a shorter run would ask the proxy for more than the run it stands for.
     """
-    from . import openfoam
-
     params = application_params(job.params)
     runs = []
     for i in range(APPLICATION_TIMINGS):
@@ -329,59 +324,6 @@ def nodes(params: dict) -> int | None:
     return int(p["nodes"]) * int(p["ensemble"]) if p.get("nodes") else None
 
 
-def under_slurm() -> bool:
-    return bool(os.environ.get("SLURM_JOB_ID"))
-
-
-def member_nodes(job: Job) -> int | None:
-    """Nodes each member's ranks span: the point's ``nodes``, else those the pipeline gave
-    each member of its own under Slurm (``member_nodes`` of the spec); None: Slurm places
-    the ranks where the allocation has room."""
-    return job.params.get("nodes") or job.spec.get("member_nodes")
-
-
-def spans_nodes(job: Job) -> bool:
-    """Do the job's ranks run on more than one node (so not all of them see its folder)?"""
-    each = member_nodes(job)
-    return under_slurm() and bool(each) and each * int(job.params.get("ensemble", 1)) > 1
-
-
-def launch_command(
-    launcher: str,
-    ranks: int,
-    ensemble: int,
-    local: bool,
-    nodes_each: int | None = None,
-    member: int = 0,
-) -> list[str]:
-    """The launcher as argv, with the rank count and what this machine needs.
-
-    Open MPI outside Slurm gets ``--oversubscribe`` (more ranks than cores)
-    and ``--bind-to none`` (concurrent launches would otherwise pin their ranks
-    to the same cores). ``srun`` gets ``--exact`` for ensembles, so
-    concurrent steps share the allocation instead of waiting for each other,
-    and with ``nodes_each`` its own nodes of the allocation for each member
-    (``-N`` of them from node ``member x nodes_each`` on). Inside a job step
-    (a one-task job runs in one, see common.smk's ``bench_mpi``) ``srun``
-    gets ``--overlap``: the step holds the job's CPUs, and a new step would
-    wait for them forever.
-    """
-    argv = shlex.split(launcher)
-    if not argv:
-        raise PointFailed("the mpi launcher is empty")
-    tool = os.path.basename(argv[0])
-    argv += ["-n", str(ranks)]
-    if tool in OPEN_MPI_LAUNCHERS and local:
-        argv += ["--oversubscribe", "--bind-to", "none"]
-    if tool == "srun" and ensemble > 1:
-        argv += ["--exact"]
-    if tool == "srun" and nodes_each and not local:
-        argv += ["-N", str(nodes_each), f"--relative={member * nodes_each}"]
-    if tool == "srun" and in_job_step():
-        argv += ["--overlap"]
-    return argv
-
-
 def control_folder(job: Job) -> Path:
     """Where the launches' start gate and results go: a folder every rank sees.
 
@@ -400,24 +342,6 @@ def clear_control_folder(job: Job) -> None:
     control = control_folder(job)
     if control != job.folder.path:
         shutil.rmtree(control, ignore_errors=True)
-
-
-def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
-    """Environment of the launches, and the settings added to it (for the record)."""
-    added = {"PYTHONPATH": PACKAGE_DIR}
-    tool = os.path.basename(shlex.split(launcher)[0])
-    if tool in OPEN_MPI_LAUNCHERS and os.geteuid() == 0:
-        added["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        added["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    if local and "OMPI_MCA_mpi_yield_when_idle" not in os.environ:
-        # a shared workstation: ranks waiting in a barrier give the core back
-        added["OMPI_MCA_mpi_yield_when_idle"] = "1"
-    env = dict(os.environ)
-    for key, value in added.items():
-        if key == "PYTHONPATH" and env.get(key):
-            value = os.pathsep.join([value, env[key]])
-        env[key] = value
-    return env, added
 
 
 def start_members(
@@ -586,11 +510,6 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     return found
 
 
-def alone_first(p: dict) -> bool:
-    """Whether the job runs member 0 by itself before its ensemble (``single_first``)."""
-    return p["ensemble"] > 1 and bool(p["single_first"])
-
-
 def run_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     """Member 0 by itself, launched as in the ensemble, just before it: its result.
 
@@ -647,21 +566,6 @@ def stop(members: list[dict]) -> None:
             shutil.rmtree(m["session"], ignore_errors=True)
 
 
-def copy_output(stream, log_path: Path, each_line: Callable[[bytes], None] | None = None) -> None:
-    """A launch's output into its log as it comes, the file written buffered; the
-    openfoam workload's tee copies simpleFoam's with it (``each_line`` sees every line as
-    it arrives). A log line flushed by the proxy then reaches the tier a buffer at a time,
-    as the application's does, and not as one write each: so written, on the cluster's
-    GlusterFS tier, the proxy's members slowed each other 1.23x without writes where
-    simpleFoam's slowed each other 1.13x."""
-    with open(log_path, "wb") as log:
-        for line in iter(stream.readline, b""):
-            if each_line is not None:
-                each_line(line)
-            log.write(line)
-    stream.close()
-
-
 def collect(job: Job, members: list[dict]) -> list[dict]:
     results, failures = [], []
     for m in members:
@@ -692,12 +596,6 @@ def _last_error(output: str) -> str:
         if "Error" in line or "error" in line:
             return line.strip()[-300:]
     return (lines[-1].strip()[-300:]) if lines else "no output"
-
-
-def error_of_mean(errors) -> float:
-    """The standard error of the members' mean, from each member's (independent runs)."""
-    errors = list(errors)
-    return math.sqrt(sum(e * e for e in errors)) / len(errors)
 
 
 def ensemble_metrics(results: list[dict], p: dict) -> list[dict]:
@@ -819,24 +717,6 @@ def run(job: Job) -> list[dict]:
         + ", ".join(f"{m['metric']}={m['value']:.4g}" for m in metrics if m["unit"] == "s")
     )
     return metrics
-
-
-def page_cache_rule(workload: str, planned: Callable[[dict], int]):
-    """cfd_proxy's and openfoam's rule: buffered output unless fsync'd, the peak on the tier
-    (``planned``, the workload's planned_bytes) against the dirty limit."""
-
-    def rule(params: dict, limits: dict | None) -> dict:
-        if params.get("fsync") in (True, "true", "True", 1):
-            return pagecache.result(pagecache.DEVICE, f"{workload} fsyncs every file it writes")
-        if str(params.get("write_interval")) == "none":
-            return pagecache.result(
-                pagecache.NOT_APPLICABLE, f"{workload} no-I/O baseline: writes nothing"
-            )
-        # purged time folders are deleted before writeback: the peak on the tier is what counts
-        what = f"{workload} buffered output (no fsync), peak on the tier"
-        return pagecache.buffered_write(what, int(planned(params)), limits)
-
-    return rule
 
 
 WORKLOAD = Workload(

@@ -9,7 +9,7 @@ blockMesh with ``cells_per_rank`` x ``ranks`` hexahedra, cut by decomposePar
 (method simple, slabs along the duct: Debian's scotch and metis are stubs)
 into ``ranks`` equal pieces. Every member's ``simpleFoam -parallel`` is
 started through the launcher Snakemake gives the rule (``mpiexec`` here,
-``srun --mpi=pmix`` under Slurm; :func:`cfd_proxy.launch_command`), back to
+``srun --mpi=pmix`` under Slurm; :func:`cfd_launch.launch_command`), back to
 back: the real solver has no start gate, so each member's start and end are
 recorded (``job.extra["overlap"]``: the share of the run all members ran at
 once). One rank runs serially (v1912 refuses ``-parallel`` on one processor,
@@ -114,7 +114,7 @@ from ..job import Job
 from ..records import metric
 from ..schemas import schema_defaults
 from . import Tool, Workload
-from .cfd_proxy import (
+from .cfd_launch import (
     DEFAULT_LAUNCHER,
     OPEN_MPI_LAUNCHERS,
     SESSION_VARS,
