@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import REPO, job_spec
 from test_openfoam import case_tier, solver  # noqa: F401 (solver: simpleFoam, or a skip outside CI)
-from tierbench import cfd_writer, compute, foam, matrix, native, rundir
+from tierbench import cfd_writer, compute, foam, foam_read, foam_write, matrix, native, rundir
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.records import metric
 from tierbench.rundir import RunFolder
@@ -140,14 +140,14 @@ def test_golden_layout_of_a_two_rank_run(uncollated_run):
 def test_every_file_has_a_foamfile_header_that_parses(uncollated_run):
     file_set, case, _ = uncollated_run
     for rel in tree(case)[0]:
-        head, _ = foam.parse_header((case / rel).read_bytes())
+        head, _ = foam_read.parse_header((case / rel).read_bytes())
         parts = rel.split("/")
         time, inner = parts[1], "/".join(parts[2:-1])
         assert head["version"] == "2.0" and head["object"] == parts[-1]
         assert head["location"] == (f"{time}/{inner}" if inner else time)
         if head["object"] in FIELD_NAMES:
             assert head["format"] == "binary" and head["arch"] == foam.ARCH
-            _, values = foam.read_field((case / rel).read_bytes())
+            _, values = foam_read.read_field((case / rel).read_bytes())
             cells = PARAMS["cells_per_rank"]
             assert values.shape[0] == foam.values_per_field(head["object"], cells, file_set)
             assert head["class"] == foam.FIELDS[head["object"]][0]
@@ -165,10 +165,10 @@ def test_every_file_has_a_foamfile_header_that_parses(uncollated_run):
 def test_each_rank_writes_its_own_data(uncollated_run):
     _, case, _ = uncollated_run
     for rank in range(2):
-        _, k = foam.read_field((case / f"processor{rank}/4/k").read_bytes())
+        _, k = foam_read.read_field((case / f"processor{rank}/4/k").read_bytes())
         assert np.array_equal(k.ravel(), cfd_writer.static_fields(1500, rank)["k"])
-    _, p0 = foam.read_field((case / "processor0/6/p").read_bytes())
-    _, p1 = foam.read_field((case / "processor1/6/p").read_bytes())
+    _, p0 = foam_read.read_field((case / "processor0/6/p").read_bytes())
+    _, p1 = foam_read.read_field((case / "processor1/6/p").read_bytes())
     # the solver's state: the hot lid is on the last rank, heat has not reached rank 0's end
     assert p1.max() > p0.max() >= 0
 
@@ -187,7 +187,7 @@ VALUE_BYTES = {
 @pytest.mark.parametrize("fmt", ["binary", "ascii"])
 def test_sizes_match_the_formula(tmp_path, fmt, file_set):
     cells = 777  # a block of 37 x 7 x 3 cells
-    count = foam.write_uncollated(
+    count = foam_write.write_uncollated(
         tmp_path, "12", 12, fields(cells, 0, file_set), fmt, False, file_set
     )
     total = 0
@@ -265,9 +265,9 @@ def test_v1912_boundary_conditions_are_the_duct_cases():
 @pytest.mark.parametrize("fmt", ["binary", "ascii"])
 def test_values_read_back(tmp_path, fmt, file_set):
     data = fields(300, rank=3, file_set=file_set)
-    foam.write_uncollated(tmp_path, "1", 1, data, fmt, False, file_set, 3, 4)
+    foam_write.write_uncollated(tmp_path, "1", 1, data, fmt, False, file_set, 3, 4)
     for name in FIELD_NAMES:
-        _, values = foam.read_field((tmp_path / "1" / name).read_bytes())
+        _, values = foam_read.read_field((tmp_path / "1" / name).read_bytes())
         # ascii keeps the digits its width holds: width - 6 significant ones
         digits = foam.number_width(name, file_set) - 6 if fmt == "ascii" else 16
         rtol = 1e-8 if digits >= 9 else 10.0 ** (1 - digits)
@@ -330,17 +330,17 @@ def test_bytes_per_rank_sets_the_cells():
 
 @pytest.mark.parametrize("file_set", foam.FILE_SETS)
 def test_purge_write_keeps_exactly_the_newest(tmp_path, file_set):
-    kept, removed = [], foam.WriteCount()
+    kept, removed = [], foam_write.WriteCount()
     for step in range(1, 6):
         data = fields(50, 0, file_set)
-        foam.write_uncollated(tmp_path, str(step), step, data, "binary", False, file_set)
+        foam_write.write_uncollated(tmp_path, str(step), step, data, "binary", False, file_set)
         kept.append(str(step))
-        removed.add(foam.purge(tmp_path, kept, 2))
+        removed.add(foam_write.purge(tmp_path, kept, 2))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["4", "5"]
     assert kept == ["4", "5"]
     assert removed.files_removed == 3 * foam.files_per_write(file_set)
     assert removed.dirs_removed == 3 * 3
-    assert foam.purge(tmp_path, kept, 0).files_removed == 0  # 0 keeps everything
+    assert foam_write.purge(tmp_path, kept, 0).files_removed == 0  # 0 keeps everything
 
 
 # ------------------------------------------------------------------ collated
@@ -352,7 +352,7 @@ def test_collated_file_holds_every_rank_block(tmp_path, file_set):
     for rank in range(ranks):
         data = fields(cells, rank, file_set)
         for name in FIELD_NAMES:
-            block = foam.collated_block(
+            block = foam_write.collated_block(
                 name, data[name], "binary", "5", file_set, cells, rank, ranks
             )
             blocks.setdefault(name, []).append(block)
@@ -360,7 +360,7 @@ def test_collated_file_holds_every_rank_block(tmp_path, file_set):
             # closing line out of every block but the master's
             whole = b"".join(
                 bytes(part)
-                for part in foam.field_parts(
+                for part in foam_write.field_parts(
                     name, data[name], "binary", "5", file_set, cells, rank, ranks
                 )
             )
@@ -370,20 +370,22 @@ def test_collated_file_holds_every_rank_block(tmp_path, file_set):
                 assert whole.endswith(block + foam.V1912_FOOTER.encode())
                 assert block.startswith(b"dimensions") and b"FoamFile" not in block
     (tmp_path / "processors3").mkdir()
-    count = foam.write_collated(tmp_path / "processors3", "5", 5, blocks, "binary", False, file_set)
+    count = foam_write.write_collated(
+        tmp_path / "processors3", "5", 5, blocks, "binary", False, file_set
+    )
     assert (count.files, count.dirs) == (foam.files_per_write(file_set), 3)
     files, _ = tree(tmp_path / "processors3/5")
     assert files == TIME_FILES[file_set]
     for name in FIELD_NAMES:
         path = tmp_path / "processors3/5" / name
-        head, found = foam.read_collated(path.read_bytes())
+        head, found = foam_read.read_collated(path.read_bytes())
         assert head["class"] == "decomposedBlockData" and head["object"] == name
         assert found == blocks[name]
         if file_set == "v1912":  # as v1912: binary, its blocks counted, its own path named
             assert head["format"] == "binary" and head["blocks"] == "3"
             assert head["location"] == str(path.resolve())
         for rank, block in enumerate(found):
-            _, values = foam.read_field(block, "binary")
+            _, values = foam_read.read_field(block, "binary")
             np.testing.assert_array_equal(
                 values.ravel(), np.ravel(fields(cells, rank, file_set)[name])
             )
@@ -405,10 +407,10 @@ def test_collated_two_rank_run_with_purge(tmp_path, file_set):
     assert result["files_created"] == 6 * per_write and result["dirs_created"] == 6 * 3
     assert result["files_removed"] == 4 * per_write and result["problems"] == []
     for name in FIELD_NAMES:
-        _, blocks = foam.read_collated((case / "processors2/6" / name).read_bytes())
+        _, blocks = foam_read.read_collated((case / "processors2/6" / name).read_bytes())
         assert len(blocks) == 2
         for rank, block in enumerate(blocks):
-            head, values = foam.read_field(block, "ascii")
+            head, values = foam_read.read_field(block, "ascii")
             assert head["format"] == "ascii"
             if file_set == "document_001" or rank == 0:
                 assert head["object"] == name
@@ -433,7 +435,7 @@ def test_c_helper_and_python_write_the_same_bytes(tmp_path, fmt, file_set):
             root = tmp_path / how / f"processor{rank}"
             root.mkdir(parents=True)
             data = fields(60, rank, file_set)
-            writer = foam.UncollatedWriter(root, data, fmt, how == "c", file_set, rank, 3)
+            writer = foam_write.UncollatedWriter(root, data, fmt, how == "c", file_set, rank, 3)
             if how == "python":
                 writer.native = None
             for step in (1, 10, 100):
@@ -455,14 +457,18 @@ def test_collated_c_helper_and_python_write_the_same_bytes(tmp_path, file_set):
     if native.foamio() is None:
         pytest.skip(f"the C helper is not built here: {native.status('foamio')}")
     blocks = {
-        name: [foam.collated_block(name, fields(60, r, file_set)[name], "ascii", "7", file_set,
-                                   60, r, 3) for r in range(3)]
+        name: [
+            foam_write.collated_block(
+                name, fields(60, r, file_set)[name], "ascii", "7", file_set, 60, r, 3
+            )
+            for r in range(3)
+        ]
         for name in FIELD_NAMES
     }  # fmt: skip
     root, trees = tmp_path / "processors3", {}
     for how in ("c", "python"):  # in the same folder: v1912's container names its own path
         root.mkdir()
-        writer = foam.CollatedWriter(root, "ascii", False, file_set, 3)
+        writer = foam_write.CollatedWriter(root, "ascii", False, file_set, 3)
         if how == "python":
             writer.native = None
         count = writer.write("7", 7, blocks)

@@ -21,7 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tierbench import foam, syscalls
+from tierbench import foam, foam_read, foam_write, syscalls
 from tierbench.workloads import cfd_launch, cfd_proxy, openfoam
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,14 +41,14 @@ PROXY = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import numpy as np
-    from tierbench import cfd_writer, foam
+    from tierbench import cfd_writer, foam, foam_write
     root, writes, fmt, cells = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     fields = {**cfd_writer.static_fields(cells, 0), "p": np.linspace(0.0, 1.0, cells)}
-    writer, kept = foam.UncollatedWriter(root, fields, fmt, False), []
+    writer, kept = foam_write.UncollatedWriter(root, fields, fmt, False), []
     for step in range(1, writes + 1):
         kept.append(foam.time_name(step))
         writer.write(kept[-1], step)
-        foam.purge(root, kept, 1)
+        foam_write.purge(root, kept, 1)
     """
 )
 
@@ -205,26 +205,26 @@ def joined(calls) -> bytes:
 def test_a_large_binary_list_leaves_with_the_buffer_and_a_small_one_waits():
     pieces = [(b"h" * 900, False), (bytes(16000), True), (b"t" * 300, False),
               (bytes(160), True), (b"f" * 90, False)]  # fmt: skip
-    calls = foam.stream_calls(pieces)
+    calls = foam_write.stream_calls(pieces)
     assert [sum(map(len, call)) for call in calls] == [16900, 550]
     assert joined(calls) == b"".join(data for data, _ in pieces)
 
 
 def test_a_list_bigger_than_the_room_left_goes_at_once_even_below_1024_bytes():
-    calls = foam.stream_calls([(b"x" * 8000, False), (bytes(500), True), (b"y", False)])
+    calls = foam_write.stream_calls([(b"x" * 8000, False), (bytes(500), True), (b"y", False)])
     assert [sum(map(len, call)) for call in calls] == [8500, 1]
 
 
 def test_streamed_text_leaves_a_full_buffer_at_a_time():
     text = bytes(range(256)) * 80  # 20,480 bytes
-    calls = foam.stream_calls([(b"head", False), (text, False)])
+    calls = foam_write.stream_calls([(b"head", False), (text, False)])
     assert [sum(map(len, call)) for call in calls] == [8191, 8191, 20484 - 2 * 8191]
     assert joined(calls) == b"head" + text
 
 
 def test_uniform_time_goes_down_entry_by_entry_as_v1912_writes_it():
     text = foam.uniform_texts("4", 4, "binary")["uniform/time"]
-    calls = foam.time_dict_calls(text)
+    calls = foam_write.time_dict_calls(text)
     assert joined(calls) == text
     starts = [bytes(call[0][:8]) for call in calls[1:]]
     assert starts == [b"\nname   ", b"\nindex  ", b"\ndeltaT ", b"\ndeltaT0", b"\n\n// ***"]
@@ -239,9 +239,9 @@ def collated_calls(folder: Path, blocks: dict, monkeypatch) -> tuple[dict, int]:
         made.append((files, mkdirs))
         return 0, 0
 
-    monkeypatch.setattr(foam, "_write_time", keep)
+    monkeypatch.setattr(foam_write, "_write_time", keep)
     ranks = len(blocks["p"])
-    foam.CollatedWriter(folder, "binary", False, "v1912", ranks).write("3", 3, blocks)
+    foam_write.CollatedWriter(folder, "binary", False, "v1912", ranks).write("3", 3, blocks)
     ((files, mkdirs),) = made
     return {
         os.path.relpath(os.fsdecode(path), folder / "3"): calls for path, calls in files
@@ -269,10 +269,10 @@ def test_collated_blocks_below_1024_bytes_wait_in_the_buffer(tmp_path, monkeypat
 @pytest.mark.parametrize("native", [True, False])
 def test_many_ranks_small_blocks_stay_within_a_calls_buffers(tmp_path, native):
     blocks = {name: [bytes([rank % 256]) * 40 for rank in range(300)] for name in foam.FIELDS}
-    writer = foam.CollatedWriter(tmp_path, "binary", False, "v1912", 300)
+    writer = foam_write.CollatedWriter(tmp_path, "binary", False, "v1912", 300)
     if not native:
         writer.native = None
     count = writer.write("1", 1, blocks)
     assert (count.files, count.dirs) == (foam.FILES_PER_WRITE, 3)
-    _, found = foam.read_collated((tmp_path / "1" / "U").read_bytes())
+    _, found = foam_read.read_collated((tmp_path / "1" / "U").read_bytes())
     assert found == blocks["U"]

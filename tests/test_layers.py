@@ -22,7 +22,8 @@ LAYERS = (
         {
             "__init__", "errors", "units", "records", "files", "tiers", "schemas", "job",
             "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations", "compute",
-            "native", "foam", "foamcase", "cfd_writer", "syscalls", "pagecache",
+            "native", "foam", "foam_read", "foam_write", "foamcase", "cfd_writer", "syscalls",
+            "pagecache",
         },
     ),
     ("workloads", {"workloads", "workloads.*"}),

@@ -4,7 +4,7 @@ import errno
 
 import numpy as np
 import pytest
-from tierbench import cfd_writer, foam, native
+from tierbench import cfd_writer, foam, foam_write, native
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def test_c_and_python_write_the_same_files(tmp_path, helper, fmt):
     for name in ("c", "python"):
         root = tmp_path / name
         root.mkdir()
-        writer = foam.UncollatedWriter(root, fields, fmt, fsync=name == "c")
+        writer = foam_write.UncollatedWriter(root, fields, fmt, fsync=name == "c")
         if name == "python":
             writer.native = None
         counts[name] = [vars(writer.write(foam.time_name(step), step)) for step in (1, 10, 100)]
@@ -42,7 +42,7 @@ def test_c_and_python_write_the_same_files(tmp_path, helper, fmt):
 def test_c_helper_raises_what_os_would(tmp_path, helper):
     (tmp_path / "file").write_bytes(b"")
     files = ((bytes(tmp_path / "file" / "1" / "U"), ((b"x",),)),)
-    for write_time in (helper.write_time, foam.write_files):
+    for write_time in (helper.write_time, foam_write.write_files):
         with pytest.raises(NotADirectoryError) as error:
             write_time(files, False)
         assert error.value.errno == errno.ENOTDIR
@@ -53,8 +53,8 @@ def test_c_helper_raises_what_os_would(tmp_path, helper):
 def test_a_time_written_again_makes_no_folder(tmp_path, helper, native_writer):
     """As OpenFOAM's mkDir: an existing folder is no error, so the count says 0 made (the
     proxy's check of folders against the layout catches a time written twice)."""
-    writer = foam.UncollatedWriter(tmp_path, {**cfd_writer.static_fields(1, 0), "p": np.zeros(1)},
-                                   "binary", False)  # fmt: skip
+    fields = {**cfd_writer.static_fields(1, 0), "p": np.zeros(1)}
+    writer = foam_write.UncollatedWriter(tmp_path, fields, "binary", False)
     if not native_writer:
         writer.native = None
     assert writer.write("1", 1).dirs == 3

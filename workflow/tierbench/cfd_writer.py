@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import compute, foam, native
+from . import compute, foam, foam_read, foam_write, native
 from .records import utc_now
 from .rundir import MARKER
 
@@ -367,7 +367,7 @@ def run(
     if collated:
         writer = CollatedOutput(comm, root, fields, fmt, fsync, file_set)
     else:
-        writer = foam.UncollatedWriter(root, fields, fmt, fsync, file_set, rank, size)
+        writer = foam_write.UncollatedWriter(root, fields, fmt, fsync, file_set, rank, size)
     for _ in range(config.get("warmup_steps", 0)):  # untimed: caches, clocks, first sweeps
         solver.step()
     comm.Barrier()
@@ -380,7 +380,7 @@ def run(
     step_times = np.zeros(steps)
     compute_times = np.zeros(steps)
     write_times = np.zeros(steps)
-    count = foam.WriteCount()
+    count = foam_write.WriteCount()
     kept: list[str] = []
     faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     loop_start = time.perf_counter()
@@ -395,7 +395,7 @@ def run(
             if rank == 0 or not collated:
                 kept.append(tname)
                 if purge_keep:
-                    done.add(foam.purge(root, kept, purge_keep))
+                    done.add(foam_write.purge(root, kept, purge_keep))
             write_times[step - 1] = time.perf_counter() - write_start
             count.add(done)  # bookkeeping, not the write phase
         comm.Barrier()
@@ -414,7 +414,7 @@ def run(
     comm.Barrier()
     mine = (0, 0)
     if rank == 0 or not collated:
-        files, dirs = foam.count_tree(root)
+        files, dirs = foam_read.count_tree(root)
         mine = (files, dirs + 1)
     found = comm.gather(mine, root=0)
     hosts = comm.gather(socket.gethostname(), root=0)
@@ -445,21 +445,23 @@ class CollatedOutput:
 
     As v1912 without a write thread: every rank serialises each field into one
     block, the master gathers the blocks (their sizes, then their bytes) and
-    writes the time folder (:class:`tierbench.foam.CollatedWriter`); the other
+    writes the time folder (:class:`tierbench.foam_write.CollatedWriter`); the other
     ranks touch no file.
     """
 
     def __init__(self, comm, root: Path, fields, fmt: str, fsync: bool, file_set: str):
         rank, size = comm.Get_rank(), comm.Get_size()
         self.comm, self.master = comm, rank == 0
-        self.prepared = foam.RankFields(fields, fmt, file_set, rank, size)
-        self.writer = foam.CollatedWriter(root, fmt, fsync, file_set, size) if self.master else None
+        self.prepared = foam_write.RankFields(fields, fmt, file_set, rank, size)
+        self.writer = (
+            foam_write.CollatedWriter(root, fmt, fsync, file_set, size) if self.master else None
+        )
 
-    def write(self, tname: str, index: int) -> foam.WriteCount:
+    def write(self, tname: str, index: int) -> foam_write.WriteCount:
         stamp = tname.encode()
         blocks = {name: self.gather(self.prepared.block(name, stamp)) for name in foam.FIELDS}
         if not self.master:
-            return foam.WriteCount()
+            return foam_write.WriteCount()
         return self.writer.write(tname, index, blocks)
 
     def gather(self, block: bytes) -> list | None:
@@ -486,9 +488,9 @@ def write_cost(step_times: np.ndarray, write_mask: np.ndarray) -> dict:
 
 
 def summarise(config, ranks, step_times, write_times, totals, on_disk, loop_time) -> dict:
-    total = foam.WriteCount()
+    total = foam_write.WriteCount()
     for entry in totals:
-        total.add(foam.WriteCount(**entry))
+        total.add(foam_write.WriteCount(**entry))
     writes, files, dirs = expected_counts(config, ranks)
     write_mask = np.zeros(len(step_times), dtype=bool)
     for step in write_steps(config["steps"], config["write_interval"]):

@@ -3,7 +3,7 @@
  * write_time(files, fsync, mkdirs=1) -> (bytes written, folders made)
  *
  *   files   list or tuple of (bytes path, calls): each file is made as OpenFOAM's
- *           OFstream makes it (tierbench.foam.write_files says which calls and why):
+ *           OFstream makes it (tierbench.foam_write.write_files says which calls and why):
  *           mkdir of its folder the way Foam::mkDir does it (EEXIST is success,
  *           ENOENT makes the parent first), a stat of <path>.gz and of <path>, open
  *           with O_TRUNC, then one writev per entry of calls (a tuple of buffers:

@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import foam, pagecache, rundir
+from .. import foam, foam_write, pagecache, rundir
 from ..cluster import in_job_step, in_slurm_job
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..records import metric, utc_now
@@ -219,7 +219,7 @@ def build_proxy_case(case: Path, params: dict) -> None:
         fields["p"] = np.random.default_rng(2000 + rank).standard_normal(cells)
         root = case / f"processor{rank}"
         root.mkdir(parents=True)
-        foam.write_uncollated(
+        foam_write.write_uncollated(
             root, CASE_TIME, 0, fields, p["write_format"], False, p["file_set"], rank, ranks
         )
 
