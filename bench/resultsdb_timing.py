@@ -8,7 +8,7 @@ and a ``verdict.json`` per study (that part is not timed: it is the
 aggregate rule's). The real default paper has ~85 points, so this is about
 five times its size. Timed, each as the pipeline runs it (a fresh Python
 process, imports included, the database on the disk holding the scratch
-folder): ``python -m tierbench.resultsdb append`` of each study of both
+folder): ``python -m tierbench.resultsdb_cli append`` of each study of both
 machines into a fresh database, then ``python -m tierbench.compare A B``
 writing compare.html. Repeated over ``rounds`` rounds, each with a fresh
 database, the order of the machines alternating.
@@ -109,7 +109,7 @@ def append_command(db: Path, machine: str, study: str, made: dict) -> list[str]:
     """What the record_run rule runs for a study (workflow/rules/database.smk)."""
     folder = made["folder"]
     return [
-        sys.executable, "-m", "tierbench.resultsdb", "append", "--db", str(db),
+        sys.executable, "-m", "tierbench.resultsdb_cli", "append", "--db", str(db),
         "--machine", machine, "--study", study, "--scale", "default", "--executor", "local",
         "--noise-threshold", "0.25", "--results", str(folder / "results.csv"),
         "--summary", str(folder / "summary.csv"), "--verdict", str(folder / "verdict.json"),
@@ -178,7 +178,7 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
     return [
         row(
             7, "resultsdb_append", f"Append one study ({per_study} raw records) to the results "
-            "database (`python -m tierbench.resultsdb append`)", "s", appends, append_goal,
+            "database (`python -m tierbench.resultsdb_cli append`)", "s", appends, append_goal,
             f"{shape}; a whole paper's appends: "
             + ", ".join(f"{s:.1f} s" for s in paper_appends)
             + "; each a fresh process, imports included, into the database on the scratch disk",

@@ -145,7 +145,8 @@ def test_a_second_machine_keeps_both_and_compares(smoke_run):
     assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
     env = {**os.environ, "PYTHONPATH": str(root / "workflow")}
     runs = subprocess.run(
-        [sys.executable, "-m", "tierbench.resultsdb", "list", "--db", "results/tierbench.sqlite"],
+        [sys.executable, "-m", "tierbench.resultsdb_cli", "list", "--db",
+         "results/tierbench.sqlite"],
         cwd=root, capture_output=True, text=True, env=env, check=True,
     ).stdout  # fmt: skip
     assert "testbox" in runs and "second" in runs

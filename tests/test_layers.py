@@ -35,7 +35,7 @@ LAYERS = (
         "aggregation",
         {
             "aggregate", "intervals", "reference", "fidelity", "verdicts", "staging",
-            "adaptive", "answer", "profile", "resultsdb",
+            "adaptive", "answer", "profile", "resultsdb", "resultsdb_cli", "resultsdb_export",
         },
     ),
     ("report", {"report", "compare", "plotting", "figures", "figures.*", "workload_docs"}),

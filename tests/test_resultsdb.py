@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tierbench import aggregate, matrix, resultsdb, sharedfs
+from tierbench import aggregate, matrix, resultsdb, resultsdb_cli, sharedfs
 from tierbench.errors import ConfigError
 from tierbench.records import FAILED, metric, no_value
 
@@ -266,7 +266,9 @@ def test_rebuild_gives_the_rows_the_appends_gave(tmp_path):
         (study_dir / "run.json").write_text(json.dumps(run))
     appended = {name: table(db, name) for name in ALL_TABLES}
     rebuilt_db = tmp_path / "rebuilt.sqlite"
-    assert resultsdb.main(["rebuild", "--results-dir", str(results), "--db", str(rebuilt_db)]) == 0
+    assert (
+        resultsdb_cli.main(["rebuild", "--results-dir", str(results), "--db", str(rebuilt_db)]) == 0
+    )
     for name in ALL_TABLES:
         assert table(rebuilt_db, name) == appended[name], name
     failed = [r for r in appended["summary"] if r[10] == "failed"]
@@ -294,10 +296,10 @@ def test_export_import_round_trip_loses_nothing(tmp_path):
     append_study(db, other, paths)
     export = tmp_path / "cluster.tierbench.json.gz"
     args = ["export", "--db", str(db), "--machine", "cluster", "--out", str(export)]
-    assert resultsdb.main(args) == 0
+    assert resultsdb_cli.main(args) == 0
     laptop_db = tmp_path / "laptop.sqlite"
-    assert resultsdb.main(["import", "--db", str(laptop_db), str(export)]) == 0
-    assert resultsdb.main(["import", "--db", str(laptop_db), str(export)]) == 0  # idempotent
+    assert resultsdb_cli.main(["import", "--db", str(laptop_db), str(export)]) == 0
+    assert resultsdb_cli.main(["import", "--db", str(laptop_db), str(export)]) == 0  # idempotent
     conn = sqlite3.connect(db)
     cluster_runs = {r[0] for r in conn.execute("SELECT run_id FROM runs WHERE machine='cluster'")}
     for name in ALL_TABLES:
@@ -314,11 +316,11 @@ def test_export_of_one_run_and_of_an_unknown_machine(tmp_path, capsys):
     run = append_study(db, study_dir, paths)
     out = tmp_path / "one.gz"
     args = ["export", "--db", str(db), "--machine", "ws", "--run", run["run_id"][:8]]
-    assert resultsdb.main([*args, "--out", str(out)]) == 0
+    assert resultsdb_cli.main([*args, "--out", str(out)]) == 0
     assert len(json.loads(gzip.decompress(out.read_bytes()))["runs"]) == 1
     missing = tmp_path / "none.gz"
     args = ["export", "--db", str(db), "--machine", "nope", "--out", str(missing)]
-    assert resultsdb.main(args) == 2
+    assert resultsdb_cli.main(args) == 2
     assert "no runs of machine 'nope'" in capsys.readouterr().err and not missing.exists()
 
 
@@ -350,11 +352,11 @@ def test_import_refuses_bad_files_and_writes_nothing(tmp_path, capsys):
     study_dir, paths = write_study(tmp_path / "r", "ws", "default", sweep())
     append_study(db, study_dir, paths)
     good = tmp_path / "good.gz"
-    resultsdb.main(["export", "--db", str(db), "--machine", "ws", "--out", str(good)])
+    resultsdb_cli.main(["export", "--db", str(db), "--machine", "ws", "--out", str(good)])
     target = tmp_path / "target.sqlite"
     capsys.readouterr()
     for name, path in _bad_exports(tmp_path, good).items():
-        assert resultsdb.main(["import", "--db", str(target), str(path)]) == 2, name
+        assert resultsdb_cli.main(["import", "--db", str(target), str(path)]) == 2, name
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(path) in err, (name, err)
         assert not target.exists(), name
@@ -362,7 +364,7 @@ def test_import_refuses_bad_files_and_writes_nothing(tmp_path, capsys):
     append_study(target, study_dir, paths)
     before = {name: table(target, name) for name in ALL_TABLES}
     for path in _bad_exports(tmp_path, good).values():
-        assert resultsdb.main(["import", "--db", str(target), str(path)]) == 2
+        assert resultsdb_cli.main(["import", "--db", str(target), str(path)]) == 2
     assert {name: table(target, name) for name in ALL_TABLES} == before
 
 
@@ -376,17 +378,17 @@ def test_cli_append_writes_run_json_and_list_shows_it(tmp_path, capsys):
         "--provenance", str(study_dir / "provenance" / "tiers.json"),
         "--out", str(study_dir / "run.json"), *paths,
     ]  # fmt: skip
-    assert resultsdb.main(args) == 0
+    assert resultsdb_cli.main(args) == 0
     run = json.loads((study_dir / "run.json").read_text())
     assert run["executor"] == "slurm" and run["scale"] == "smoke" and run["records"] == 24
     capsys.readouterr()
-    assert resultsdb.main(["list", "--db", str(db)]) == 0
+    assert resultsdb_cli.main(["list", "--db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith(run["run_id"]) and "ws" in lines[0]
 
 
 def test_list_without_a_database_says_so(tmp_path, capsys):
-    assert resultsdb.main(["list", "--db", str(tmp_path / "none.sqlite")]) == 2
+    assert resultsdb_cli.main(["list", "--db", str(tmp_path / "none.sqlite")]) == 2
     assert "no results database" in capsys.readouterr().err
 
 
@@ -471,7 +473,7 @@ def test_an_untrusted_file_system_is_refused_in_one_line(tmp_path, on_fs, capsys
     db = tmp_path / "bucket" / "tierbench.sqlite"
     args = _cli_append(tmp_path, db)
     capsys.readouterr()
-    assert resultsdb.main(args) == 2
+    assert resultsdb_cli.main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "fuse.s3fs" in err and "`database:` in config/config.yaml" in err and "local disk" in err
@@ -485,7 +487,7 @@ def test_a_commit_the_file_system_drops_is_an_error_not_a_silent_loss(
     monkeypatch.setattr(resultsdb, "store", lambda conn, payload: [])  # the write vanishes
     args = _cli_append(tmp_path, tmp_path / "db.sqlite")
     capsys.readouterr()
-    assert resultsdb.main(args) == 2
+    assert resultsdb_cli.main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "on fuse.glusterfs lost run" in err and "read back 0 of 24 records" in err
@@ -504,7 +506,7 @@ def test_a_lock_held_too_long_fails_the_append_with_who_holds_it(
     (lock / sharedfs.OWNER_FILE).write_text(json.dumps(owner))
     args = _cli_append(tmp_path, tmp_path / "db.sqlite")
     capsys.readouterr()
-    assert resultsdb.main(args) == 2
+    assert resultsdb_cli.main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "node2 pid 77" in err and f"remove {lock}" in err
     assert not (tmp_path / "db.sqlite").exists()
@@ -517,9 +519,12 @@ def test_import_and_rebuild_on_a_network_file_system(tmp_path, on_fs):
     study_dir, paths = write_study(results, "ws", "default", sweep())
     (study_dir / "run.json").write_text(json.dumps(append_study(db, study_dir, paths)))
     export = tmp_path / "ws.gz"
-    assert resultsdb.main(["export", "--db", str(db), "--machine", "ws", "--out", str(export)]) == 0
+    assert (
+        resultsdb_cli.main(["export", "--db", str(db), "--machine", "ws", "--out", str(export)])
+        == 0
+    )
     other = tmp_path / "other.sqlite"
-    assert resultsdb.main(["import", "--db", str(other), str(export)]) == 0
+    assert resultsdb_cli.main(["import", "--db", str(other), str(export)]) == 0
     assert table(other, "raw") == table(db, "raw")
     assert resultsdb.rebuild(results, db) == (1, 0)
     assert journal(db) == "delete" and len(table(db, "runs")) == 1
@@ -535,10 +540,10 @@ def test_the_cli_finds_the_configured_database(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(resultsdb, "REPO", tmp_path)
     monkeypatch.delenv("TIERBENCH_DB", raising=False)
     assert resultsdb.default_db() == str(db)
-    assert resultsdb.main(["list"]) == 0
+    assert resultsdb_cli.main(["list"]) == 0
     assert "ws" in capsys.readouterr().out
     monkeypatch.setenv("TIERBENCH_DB", str(tmp_path / "elsewhere.sqlite"))
-    assert resultsdb.main(["list"]) == 2
+    assert resultsdb_cli.main(["list"]) == 2
     assert "elsewhere.sqlite" in capsys.readouterr().err
 
 

@@ -37,7 +37,7 @@ rule record_run:
             f"--verdict {input.verdict}" if input.verdict else ""
         ),
     shell:
-        "python -m tierbench.resultsdb append --db {params.db:q} --machine {params.machine}"
+        "python -m tierbench.resultsdb_cli append --db {params.db:q} --machine {params.machine}"
         " --study {wildcards.study} --scale {params.scale} --executor {params.executor}"
         " --noise-threshold {params.noise} --results {input.results}"
         " --summary {input.summary} {params.verdict} --provenance {input.tiers}"

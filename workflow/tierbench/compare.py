@@ -86,7 +86,7 @@ def resolve(conn: sqlite3.Connection, selector: str, study: str | None = None) -
             what = "is ambiguous" if len(found) > 1 else "is neither a machine nor a run"
             raise ResultsError(
                 f"{selector!r} {what} in the results database (machines: {machines}; "
-                "runs: python -m tierbench.resultsdb list)"
+                "runs: ./tierbench list)"
             )
         run = found[0]
         side = Side(f"{run['machine']} {run['run_id'][:8]}", {run["study"]: run})
