@@ -30,6 +30,7 @@ from tierbench.minicluster import (
     MiniCluster,
     MiniClusterError,
     alive,
+    base,
     exclusive,
     install,
     install_command,
@@ -99,8 +100,8 @@ def our_processes(state: Path) -> list[str]:
 def network_left() -> list[str]:
     """The cluster's namespaces, links and addresses still on the machine: its fixed names,
     whatever state folder it was started with."""
-    found = [f"netns {n}" for n in minicluster._netns_names() if n.startswith("tbmc")]
-    found += [f"link {n}" for n in minicluster._link_names() if n.startswith("tbmc")]
+    found = [f"netns {n}" for n in base._netns_names() if n.startswith("tbmc")]
+    found += [f"link {n}" for n in base._link_names() if n.startswith("tbmc")]
     addresses = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
     return found + (["address 10.213.x.x"] if "inet 10.213." in addresses else [])
 
@@ -110,9 +111,9 @@ def leftovers(state: Path, records: list[dict], run_netns: dict) -> list[str]:
     found = [f"process {r['name']} (pid {r['pid']})" for r in records if alive(r)]
     found += [f"process {p}" for p in our_processes(state)]
     found += network_left()
-    found += [f"mount {m}" for m in minicluster._mounts_under(state)]
-    others = minicluster._netns_names()
-    if not run_netns.get("mounted", True) and minicluster._is_mount(Path("/run/netns")):
+    found += [f"mount {m}" for m in base._mounts_under(state)]
+    others = base._netns_names()
+    if not run_netns.get("mounted", True) and base._is_mount(Path("/run/netns")):
         found += [] if others else ["mount /run/netns"]
     if state.exists():
         found.append(f"folder {state}")

@@ -26,10 +26,12 @@ LAYERS = (
             "pagecache",
         },
     ),
+    # the cluster on one machine: infrastructure beside the pipeline, built on the helpers
+    ("the cluster on one machine", {"minicluster", "minicluster.*"}),
     ("workloads", {"workloads", "workloads.*"}),
     (
         "planning and running",
-        {"matrix", "runner", "preflight", "needs", "minicluster", "paperrun"},
+        {"matrix", "runner", "preflight", "needs", "paperrun"},
     ),
     (
         "aggregation",

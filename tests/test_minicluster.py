@@ -28,7 +28,7 @@ from minicluster_fixture import (
     snapshot,
 )
 from tierbench import minicluster
-from tierbench.minicluster import MiniCluster, MiniClusterError, alive, state_path
+from tierbench.minicluster import MiniCluster, MiniClusterError, alive, host, state_path
 
 pytestmark = pytest.mark.slurm
 
@@ -225,13 +225,13 @@ def test_cannot_start_says_why_in_one_line(tmp_path, monkeypatch, breakage, mess
     # as on a machine that has everything (root, the packages) but the one thing broken
     monkeypatch.setattr(os, "geteuid", lambda: 1000 if breakage == "root" else 0)
     if breakage == "package":
-        monkeypatch.setattr(minicluster, "which", lambda c: None if c == "glusterd" else c)
+        monkeypatch.setattr(host, "which", lambda c: None if c == "glusterd" else c)
     else:
-        monkeypatch.setattr(minicluster, "missing_packages", lambda: [])
+        monkeypatch.setattr(host, "missing_packages", lambda: [])
     if breakage == "fuse":
-        monkeypatch.setattr(minicluster, "FUSE_DEVICE", tmp_path / "no-fuse")
+        monkeypatch.setattr(host, "FUSE_DEVICE", tmp_path / "no-fuse")
     if breakage == "namespaces":
-        monkeypatch.setattr(minicluster, "NAMESPACE_PROBE", ["sh", "-c", "echo nope >&2; exit 1"])
+        monkeypatch.setattr(host, "NAMESPACE_PROBE", ["sh", "-c", "echo nope >&2; exit 1"])
     with pytest.raises(MiniClusterError) as error:
         MiniCluster(state).up()
     assert message in str(error.value) and "\n" not in str(error.value)

@@ -4,6 +4,7 @@ others here, and one page; where the cluster cannot start, the page says why."""
 from __future__ import annotations
 
 import json
+import os
 from contextlib import nullcontext
 from html import unescape
 
@@ -11,6 +12,7 @@ import pytest
 from conftest import study_for_report
 from test_report_time import RUNS, records
 from tierbench import minicluster, paperrun, report
+from tierbench.minicluster import host
 
 
 def test_every_config_flag_is_kept_and_the_rest_passes_through():
@@ -38,8 +40,8 @@ def config_of(args: list[str]) -> dict:
 
 def test_without_root_document_001_runs_here_and_the_page_says_why(monkeypatch, commands):
     monkeypatch.setattr(minicluster, "missing_packages", lambda: [])
-    monkeypatch.setattr(minicluster.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(paperrun.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(host, "missing_packages", lambda: [])
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert paperrun.main(["-c", "2", "--config", "scale=smoke"]) == 0
     ((args, on_cluster),) = commands  # one run, here: no cluster started
     assert not on_cluster and args[0] == "paper" and "-c" in args
