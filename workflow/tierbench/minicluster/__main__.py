@@ -1,7 +1,7 @@
 """The cluster on one machine's command line.
 
-    python -m tierbench.minicluster up|status|down|env [--nodes N] [--state DIR] [--local-size 2G]
-    python -m tierbench.minicluster missing    the Debian packages it lacks here, one line
+python -m tierbench.minicluster up|status|down|env [--nodes N] [--state DIR] [--local-size 2G]
+python -m tierbench.minicluster missing    the Debian packages it lacks here, one line
 """
 
 from __future__ import annotations
