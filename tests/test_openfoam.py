@@ -17,7 +17,7 @@ from conftest import REPO, fixture_text, job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import get, openfoam
+from tierbench.workloads import get, openfoam, openfoam_log
 
 FIELDS = {"U", "p", "k", "omega", "nut", "phi"}
 #: what v1912's simpleFoam (kOmegaSST) writes per rank per write (ENVIRONMENT.md)
@@ -146,17 +146,17 @@ LOG = "openfoam_simpleFoam.log"  # 2 ranks, 6 iterations, write interval 2, v191
 
 
 def test_normal_log_gives_every_iteration():
-    iterations = openfoam.check_log(fixture_text(LOG), steps=6)
+    iterations = openfoam_log.check_log(fixture_text(LOG), steps=6)
     assert [it.time for it in iterations] == ["1", "2", "3", "4", "5", "6"]
     assert iterations[0].cpu == 0.02 and iterations[-1].cpu == 0.07
     assert all(it.clock == 0 for it in iterations)  # v1912: whole seconds
     cpu = [it.cpu for it in iterations]
     assert cpu == sorted(cpu)
-    assert openfoam.build_of(fixture_text(LOG)) == "OPENFOAM=1912 patch=200626"
+    assert openfoam_log.build_of(fixture_text(LOG)) == "OPENFOAM=1912 patch=200626"
 
 
 def test_log_gives_each_iterations_linear_solves():
-    iterations = openfoam.check_log(fixture_text(LOG), steps=6)
+    iterations = openfoam_log.check_log(fixture_text(LOG), steps=6)
     assert set(iterations[0].solves) == {"Ux", "Uy", "Uz", "p", "k", "omega"}
     assert all(n >= 1 for it in iterations for n in it.solves.values())
     text = fixture_text(LOG)
@@ -167,7 +167,7 @@ def test_log_gives_each_iterations_linear_solves():
 
 def test_the_log_per_step_is_what_lies_between_execution_time_lines():
     text = fixture_text(LOG)
-    found = openfoam.log_per_step(text)
+    found = openfoam_log.log_per_step(text)
     lines = text.splitlines(keepends=True)
     ends = [i for i, line in enumerate(lines) if line.startswith("ExecutionTime = ")]
     between = lines[ends[0] + 1 : ends[-1] + 1]
@@ -176,8 +176,8 @@ def test_the_log_per_step_is_what_lies_between_execution_time_lines():
     assert found["bytes"] == pytest.approx(sum(len(line) for line in between) / 5, abs=0.1)
     step = "Time = 2\n\nsmoothSolver:  Solving for Ux\nExecutionTime = 0.1 s  ClockTime = 0 s\n\n"
     two = "banner\n" + step + step.replace("2", "3") + step.replace("2", "4")
-    assert openfoam.log_per_step(two) == {"bytes": len(step), "lines": 5, "steps": 2}
-    assert openfoam.log_per_step(step) is None
+    assert openfoam_log.log_per_step(two) == {"bytes": len(step), "lines": 5, "steps": 2}
+    assert openfoam_log.log_per_step(step) is None
 
 
 def fitted_steps(cost: float, noise: float, seed: int = 3, steps: int = 200) -> list:
@@ -194,41 +194,41 @@ def fitted_steps(cost: float, noise: float, seed: int = 3, steps: int = 200) -> 
 
 def test_write_cost_takes_the_solvers_work_out():
     """A write of 2 ms among steps whose solver work varies by 100 ms: the fit finds it."""
-    cost, error = openfoam.write_cost(fitted_steps(0.002, noise=0.0005))
+    cost, error = openfoam_log.write_cost(fitted_steps(0.002, noise=0.0005))
     assert cost == pytest.approx(0.002, abs=3 * error) and error < 0.0002
     plain = fitted_steps(0.002, noise=0.0005)
     wrote = [t for t, w, _ in plain if w]
     quiet = [t for t, w, _ in plain if not w]
     assert abs(np.mean(wrote) - np.mean(quiet) - 0.002) > 10 * error  # the plain difference is off
-    assert openfoam.write_cost(fitted_steps(0.0, noise=0.0005))[0] == pytest.approx(0, abs=5e-4)
+    assert openfoam_log.write_cost(fitted_steps(0.0, noise=0.0005))[0] == pytest.approx(0, abs=5e-4)
 
 
 def test_write_cost_holds_when_two_fields_take_the_same_iterations():
     """On one rank the duct's Uy and Uz take the same iterations every step: the fit keeps
     one of them instead of giving up on a singular system."""
     steps = [(t, w, {**s, "Uy": s["p"], "Uz": s["p"]}) for t, w, s in fitted_steps(0.002, 0.0005)]
-    cost, error = openfoam.write_cost(steps)
+    cost, error = openfoam_log.write_cost(steps)
     assert cost == pytest.approx(0.002, abs=3 * error) and error < 0.0002
 
 
 def test_write_cost_needs_both_kinds_of_steps():
     every = [(t, True, s) for t, _, s in fitted_steps(0.002, noise=0.0005)]
-    assert openfoam.write_cost(every) is None
-    assert openfoam.write_cost(fitted_steps(0.002, noise=0.0005, steps=3)) is None
+    assert openfoam_log.write_cost(every) is None
+    assert openfoam_log.write_cost(fitted_steps(0.002, noise=0.0005, steps=3)) is None
 
 
 def test_log_with_fewer_iterations_than_asked_fails():
     with pytest.raises(PointFailed, match="after iteration 6 of 7"):
-        openfoam.check_log(fixture_text(LOG), steps=7)
+        openfoam_log.check_log(fixture_text(LOG), steps=7)
 
 
 def test_truncated_log_fails_never_a_number():
     text = fixture_text(LOG)
     cut = text[: text.index("Time = 4")] + "Time = 4\n\nsmoothSolver:  Solving for Ux, Ini"
     with pytest.raises(PointFailed, match="ends after iteration 3 of 6, without 'End'"):
-        openfoam.check_log(cut, steps=6)
+        openfoam_log.check_log(cut, steps=6)
     with pytest.raises(PointFailed, match="before iteration 1"):
-        openfoam.check_log(text[: text.index("Starting time loop")], steps=6)
+        openfoam_log.check_log(text[: text.index("Starting time loop")], steps=6)
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_truncated_log_fails_never_a_number():
 )
 def test_fatal_error_fails_with_its_one_line_reason(name, reason):
     with pytest.raises(PointFailed) as error:
-        openfoam.check_log(fixture_text(name), steps=6)
+        openfoam_log.check_log(fixture_text(name), steps=6)
     message = str(error.value)
     assert message.startswith("simpleFoam: " + reason)
     assert "\n" not in message and "From function" not in message
@@ -254,20 +254,20 @@ def test_fatal_error_fails_with_its_one_line_reason(name, reason):
 
 def test_floating_point_exception_is_a_failure_but_the_banner_is_not():
     assert "trapFpe: Floating point exception trapping enabled" in fixture_text(LOG)
-    assert openfoam.fatal_error(fixture_text(LOG)) is None
+    assert openfoam_log.fatal_error(fixture_text(LOG)) is None
     crash = fixture_text(LOG)[:2000] + (
         "[0] #0  Foam::error::printStack(Foam::Ostream&) at ??:?\n"
         "[0] #1  Foam::sigFpe::sigHandler(int) at ??:?\n"
     )
     with pytest.raises(PointFailed, match="floating point exception"):
-        openfoam.check_log(crash, steps=6)
+        openfoam_log.check_log(crash, steps=6)
 
 
 def test_step_statistics_leave_out_the_first_and_warmup_iterations():
-    iterations = [openfoam.Iteration(str(i), 0.1 * i, 0) for i in range(1, 7)]
+    iterations = [openfoam_log.Iteration(str(i), 0.1 * i, 0) for i in range(1, 7)]
     # arrivals: iteration 2 takes 5 s (start-up noise), writes (4, 6) take 3 s, others 1 s
     stamps = [10.0, 15.0, 16.0, 19.0, 20.0, 23.0]
-    stats = openfoam.step_statistics(iterations, stamps, warmup_steps=2, writing=[2, 4, 6])
+    stats = openfoam_log.step_statistics(iterations, stamps, warmup_steps=2, writing=[2, 4, 6])
     assert stats["measured_steps"] == 4  # iterations 3..6
     assert stats["time_per_step"] == pytest.approx((1 + 3 + 1 + 3) / 4)
     assert stats["time_per_step_write"] == pytest.approx(3)
@@ -275,18 +275,18 @@ def test_step_statistics_leave_out_the_first_and_warmup_iterations():
     assert stats["time_per_step_median"] == pytest.approx(2)
     assert stats["run_time"] == pytest.approx(8)
     assert stats["cpu_time_per_step"] == pytest.approx(0.1)
-    no_warmup = openfoam.step_statistics(iterations, stamps, warmup_steps=0, writing=[])
+    no_warmup = openfoam_log.step_statistics(iterations, stamps, warmup_steps=0, writing=[])
     assert no_warmup["measured_steps"] == 5  # the first has no start in the log
     assert "time_per_step_write" not in no_warmup
     with pytest.raises(PointFailed, match="5 timestamps for 6 iterations"):
-        openfoam.step_statistics(iterations, stamps[:5], warmup_steps=0, writing=[])
+        openfoam_log.step_statistics(iterations, stamps[:5], warmup_steps=0, writing=[])
 
 
 def test_output_held_back_by_the_launcher_is_refused():
-    iterations = [openfoam.Iteration(str(i), 0.5 * i, i) for i in range(1, 7)]  # 1 s each
-    openfoam.check_stamps(iterations, [10.0, 11.1, 12.0, 12.9, 14.2, 15.0])
+    iterations = [openfoam_log.Iteration(str(i), 0.5 * i, i) for i in range(1, 7)]  # 1 s each
+    openfoam_log.check_stamps(iterations, [10.0, 11.1, 12.0, 12.9, 14.2, 15.0])
     with pytest.raises(PointFailed, match="buffers the output"):
-        openfoam.check_stamps(iterations, [20.0, 20.0, 20.001, 20.001, 20.002, 20.002])
+        openfoam_log.check_stamps(iterations, [20.0, 20.0, 20.001, 20.001, 20.002, 20.002])
 
 
 # ------------------------------------------------------------------ what was written
