@@ -19,7 +19,7 @@ from tierbench import fidelity, foamcase, matrix, needs, preflight
 from tierbench.answer import answers
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
-from tierbench.workloads import openfoam, registry
+from tierbench.workloads import openfoam, openfoam_usercase, registry
 
 TUTORIALS = Path(openfoam.TUTORIALS)
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
@@ -217,7 +217,7 @@ def test_a_shipped_compressed_mesh_without_note_gives_its_cells(tutorials_folder
     case = tutorials_folder / AIRFOIL
     assert foamcase.existing(case, f"{foamcase.POLY_MESH}/owner").suffix == ".gz"
     assert foamcase.cells(case) == 10720
-    plan = openfoam.case_plan(point(case, steps=5, write_interval=2))
+    plan = openfoam_usercase.case_plan(point(case, steps=5, write_interval=2))
     assert plan.cells == 10720 and plan.application == "simpleFoam"
 
 
@@ -256,11 +256,11 @@ def test_a_folder_without_controlDict_stops_the_study_in_one_line(tmp_path):
 
 def test_prepare_is_a_command_or_a_list_of_them_and_only_for_a_case(tmp_path):
     case = styled_case(tmp_path)
-    assert openfoam.preparation(None, case) == (("blockMesh", ("blockMesh",)),)
-    assert openfoam.preparation("./Allrun.pre", case) == (
+    assert openfoam_usercase.preparation(None, case) == (("blockMesh", ("blockMesh",)),)
+    assert openfoam_usercase.preparation("./Allrun.pre", case) == (
         ("prepare", ("bash", "-c", "./Allrun.pre")),
     )
-    listed = openfoam.preparation(["blockMesh", "topoSet", "topoSet -dict system/b"], case)
+    listed = openfoam_usercase.preparation(["blockMesh", "topoSet", "topoSet -dict system/b"], case)
     assert [name for name, _ in listed] == ["blockMesh", "topoSet", "topoSet.3"]
     assert listed[2][1] == ("topoSet", "-dict", "system/b")
     study = {"case": str(case), "prepare": ["blockMesh", "setFields"], "steps": [4, 8]}
@@ -279,7 +279,7 @@ def test_a_case_without_mesh_runs_when_its_preparation_makes_one(tmp_path):
         openfoam.check_params(point(case, steps=10))
     params = point(case, steps=10, prepare="snappyHexMesh -overwrite")
     openfoam.check_params(params)
-    plan = openfoam.case_plan(params)
+    plan = openfoam_usercase.case_plan(params)
     assert plan.cells is None and openfoam.runtime_s(params) == openfoam.SOLVER_TIMEOUT_S
 
 
@@ -463,7 +463,7 @@ def test_cells_only_blockMesh_can_count_are_read_from_the_mesh_it_made(tutorials
     text = block.read_text().replace("(20 20 1)", "($nx 20 1)")
     block.write_text(text.replace("\nscale", '\n#include "meshSize"\nscale', 1))
     params = point(case, steps=10, write_interval=5)
-    assert openfoam.case_plan(params).cells is None
+    assert openfoam_usercase.case_plan(params).cells is None
     record = run_job(job_spec("openfoam", new_tier(tmp_path), params), openfoam.run)
     assert "blockmesh_time" in values(record)
     assert record["extra"]["case"]["cells_prepared"] == 600
