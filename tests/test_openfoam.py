@@ -17,7 +17,7 @@ from conftest import REPO, fixture_text, job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import get, openfoam, openfoam_log
+from tierbench.workloads import get, openfoam, openfoam_log, openfoam_tree
 
 FIELDS = {"U", "p", "k", "omega", "nut", "phi"}
 #: what v1912's simpleFoam (kOmegaSST) writes per rank per write (ENVIRONMENT.md)
@@ -306,10 +306,10 @@ def fake_tree(times: list[int], ranks: int = 2, size: int = 100) -> dict:
 
 def test_write_tree_counts_purged_writes_as_the_kept_ones():
     before = fake_tree([])
-    found = openfoam.write_tree(before, fake_tree([6]), writes=[2, 4, 6])
+    found = openfoam_tree.write_tree(before, fake_tree([6]), writes=[2, 4, 6])
     assert found["kept_times"] == ["6"] and found["purged_writes"] == 2
     assert found["totals"] == {"files": 3 * 2 * 9, "dirs": 3 * 2 * 3, "bytes": 3 * 2 * 9 * 100}
-    layout = openfoam.per_rank_layout(found["sample"], collated=False)
+    layout = openfoam_tree.per_rank_layout(found["sample"], collated=False)
     assert set(layout["writers"]) == {"processor0", "processor1"}
     assert set(layout["writers"]["processor0"]["files"]) == WRITE_FILES
     assert set(layout["writers"]["processor0"]["dirs"]) == WRITE_DIRS
@@ -317,7 +317,7 @@ def test_write_tree_counts_purged_writes_as_the_kept_ones():
 
 def test_write_tree_refuses_time_folders_that_are_not_write_times():
     with pytest.raises(PointFailed, match="not write times"):
-        openfoam.write_tree(fake_tree([]), fake_tree([3]), writes=[2, 4, 6])
+        openfoam_tree.write_tree(fake_tree([]), fake_tree([3]), writes=[2, 4, 6])
 
 
 # ------------------------------------------------------------------ the environment
