@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from tierbench import fidelity, intervals, workloads
+from tierbench.matrix import param_text
 
 TIERS = {"shm": "shm", "disk": "disk"}
 #: per rank per write, as document 001 lists them: cfd_proxy's 8 files, v1912's 9
@@ -774,7 +775,7 @@ def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
 
         def shapes(workload, pair=pair):
             return {
-                (p.tier, tuple(fidelity._norm(p.params.get(k)) for k in pair.shape))
+                (p.tier, tuple(param_text(p.params.get(k)) for k in pair.shape))
                 for p in points
                 if p.workload == workload
             }
@@ -784,7 +785,7 @@ def test_the_sweep_study_pairs_every_proxy_shape_with_the_application(scale):
     proxies = [p for p in points if p.workload == "cfd_proxy"]
     writing = [p for p in proxies if p.params["write_interval"] != "none"]
     shape = workloads.get("cfd_proxy").stands_for.shape
-    cfd = {tuple(fidelity._norm(p.params.get(k)) for k in shape) for p in writing}
+    cfd = {tuple(param_text(p.params.get(k)) for k in shape) for p in writing}
     # the centre, two cell counts, one rank (and 4 at full), every step, ascii, collated
     assert len(cfd) == (8 if scale == "full" else 7)
 

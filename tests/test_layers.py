@@ -36,7 +36,7 @@ LAYERS = (
     (
         "aggregation",
         {
-            "aggregate", "intervals", "reference", "fidelity", "verdicts", "staging",
+            "aggregate", "intervals", "reference", "fidelity", "fidelity.*", "verdicts", "staging",
             "adaptive", "answer", "profile", "resultsdb", "resultsdb_cli", "resultsdb_export",
         },
     ),
