@@ -64,7 +64,9 @@ def fidelity(results: pd.DataFrame, traced_paths: list[str] = ()) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tierbench.fidelity", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--results", required=True, help="the study's results.csv")
     parser.add_argument("--summary", required=True, help="the study's summary.csv")
     parser.add_argument("--out", required=True, help="fidelity.json to write")
