@@ -33,6 +33,7 @@ from .base import (
     DEFAULT_STATE,
     LOCK_HELD_ENV,
     STATE_ENV,
+    Ledger,
     MiniClusterError,
     alive,
     exclusive,
@@ -40,7 +41,7 @@ from .base import (
     start_time,
     state_path,
 )
-from .cluster import Ledger, MiniCluster
+from .cluster import MiniCluster
 from .host import install, install_command, missing_packages, preflight
 
 __all__ = [

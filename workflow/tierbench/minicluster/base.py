@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import ipaddress
+import json
 import os
 import re
 import shlex
@@ -366,3 +367,44 @@ def _rmdir_if_empty(path: Path) -> None:
         path.rmdir()
     except OSError:
         pass
+
+
+# ---------------------------------------------------------------- state.json
+
+
+class Ledger:
+    """state.json: what ``up`` created, each name written before the thing is made."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            self.data = {}
+
+    def get(self, key: str, default=None):
+        return self.data.get(key, default)
+
+    def set(self, key: str, value) -> None:
+        self.data[key] = value
+        self.save()
+
+    def add(self, key: str, item) -> None:
+        items = self.data.setdefault(key, [])
+        if item not in items:
+            items.append(item)
+        self.save()
+
+    def process(self, name: str, record: dict | None) -> None:
+        if record is not None:
+            self.data.setdefault("processes", {})[name] = record
+            self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(self.data, indent=1) + "\n")
+        os.replace(temporary, self.path)
+
+
+# ---------------------------------------------------------------- the cluster
