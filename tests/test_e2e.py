@@ -74,9 +74,10 @@ def test_report_embeds_every_figure(smoke_run):
     html = (root / "results/testbox/report.html").read_text()
     manifests = list((root / "results/testbox/default/figures").glob("*/manifest.json"))
     figures = [(m.parent, entry) for m in manifests for entry in json.loads(m.read_text())]
-    # fio's families and the metadata workload's generic one
-    assert {f["name"] for _, f in figures} >= {"fio_sequential", "fio_worst_case"}
-    assert {m.parent.name for m in manifests} == {"fio", "generic"}
+    # fio's families and the metadata workload's own
+    names = {f["name"] for _, f in figures}
+    assert names >= {"fio_sequential", "fio_worst_case", "metadata_cost_per_operation"}
+    assert {m.parent.name for m in manifests} == {"fio", "metadata"}
     embedded = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', html)
     assert sorted(embedded) == sorted(f["title"] for _, f in figures)
     for folder, figure in figures:

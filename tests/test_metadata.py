@@ -10,10 +10,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import job_spec
-from tierbench import pagecache
+from tierbench import pagecache, plotting
 from tierbench.errors import PointFailed
+from tierbench.figures import metadata as figure
 from tierbench.runner import run_job
 from tierbench.syscalls import parse_table
 from tierbench.workloads import metadata
@@ -158,3 +160,28 @@ def test_a_study_may_give_file_size_as_bytes_or_a_size(size):
     tiers = matrix.resolve_tiers(config, REPO / "config/hardware", str(REPO))
     points = matrix.expand_study(matrix.study_of(config), tiers, "default")
     assert {p.params["file_size"] for p in points if p.workload == "metadata"} == {size}
+
+
+def test_the_figure_has_a_panel_per_point_and_says_each_in_words(tmp_path, monkeypatch):
+    """One panel per point, its title in words, the phases each point ran along x."""
+    rows = []
+    for point in ("layout=flat+fsync=false", "layout=tree+fsync=true"):
+        phases = metadata.CYCLE + (metadata.TREE_PHASES if "tree" in point else ())
+        for tier, cost in (("shm", 1.0), ("disk", 30.0)):
+            for phase in phases:
+                rows.append(
+                    dict(study="s", workload="metadata", experiment="m", tier=tier, point=point,
+                         metric=f"{phase}_cost", median=cost, min=cost * 0.9, max=cost * 1.1,
+                         n=3, unit="us", status="ok", reason="")
+                )  # fmt: skip
+    drawn = []
+    save = plotting.save
+
+    def keep(fig, *args):
+        drawn.append([(a.get_title(), len(a.get_xticks())) for a in fig.axes if a.get_visible()])
+        save(fig, *args)
+
+    monkeypatch.setattr(plotting, "save", keep)
+    (png,) = figure.make(pd.DataFrame(rows), str(tmp_path), study="s")
+    assert png.name == "metadata_cost_per_operation.png" and png.stat().st_size > 10_000
+    assert drawn == [[("one folder, no fsync", 8), ("a tree of folders, fsync before close", 10)]]

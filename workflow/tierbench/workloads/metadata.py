@@ -223,6 +223,7 @@ WORKLOAD = Workload(
     summary="metadata: each file-system operation's rate and cost (mdtest's phases)",
     headline=("file_create_rate", "file_stat_rate", "dir_create_rate", "file_remove_rate"),
     run=run,
+    family="metadata",
     env="metadata",
     tools=(Tool("gcc", "gcc"),),
     check_params=check_params,
