@@ -380,7 +380,9 @@ def test_001_an_undecided_ensemble_names_the_less_certain_of_its_two_growths():
     ensembles = judge("001", study(swinging, "wide"))[2]
     assert ensembles.status == WITHIN_NOISE, ensembles.text
     assert "at 3 repetitions a point" in ensembles.needs
-    assert ensembles.needs.endswith("]"), ensembles.needs
+    # and about how many a point would decide it: (half-width / distance to the edge)^2 x 3
+    assert ensembles.needs.endswith("]; about 73 repetitions a point would decide it")
+    assert ensembles.repetitions_needed == 73
     assert "most of its spread from ensemble / single run (its member 0 alone), fast tier" in (
         ensembles.needs
     )

@@ -42,7 +42,7 @@ def _prepend_env(name, entry):
 _prepend_env("PYTHONPATH", PACKAGE_DIR)
 _prepend_env("PATH", os.path.dirname(sys.executable))
 
-from tierbench import matrix  # noqa: E402
+from tierbench import matrix, units  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
 from tierbench.workloads import estimate, registry  # noqa: E402
 from tierbench.workloads import get as get_workload  # noqa: E402
@@ -845,6 +845,15 @@ def merge_allocation_parts(name):
 def paper_studies():
     """The document studies whose files are present, in document order."""
     return [study for study in PAPER_STUDIES if study in STUDIES]
+
+
+def repetition_budget(study):
+    """`--budget SECONDS` of the study's `repetitions: {budget}`, else nothing."""
+    budget = STUDIES[study].get("repetitions", {})
+    budget = budget.get("budget") if isinstance(budget, dict) else None
+    if budget is None:
+        return ""
+    return f"--budget {units.parse_duration_minutes(budget) * 60}"
 
 
 def paper_elsewhere():

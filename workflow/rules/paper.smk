@@ -38,9 +38,10 @@ checkpoint extra_repetitions:
         "../../envs/python.yaml"
     params:
         most=lambda wildcards: matrix.repetition_bounds(STUDIES[wildcards.study])[1],
+        budget=lambda wildcards: repetition_budget(wildcards.study),
     shell:
         "python -m tierbench.adaptive --lessons {input.lessons} --max {params.most}"
-        " --out {output} {input.raw} 2> {log}"
+        " {params.budget} --out {output} {input.raw} 2> {log}"
 
 
 rule verdict:

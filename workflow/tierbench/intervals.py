@@ -28,6 +28,7 @@ as undecided rather than guessing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -281,6 +282,21 @@ class Band:
         if self.kind == "less":
             return f"below {self.threshold:g}x"
         return f"within {self.low:g}-{self.high:g}x"
+
+    def repetitions_to_decide(self, interval: Interval) -> float | None:
+        """About how many repetitions a point would place an interval that reaches across
+        an edge wholly on one side of it: its half-width (on a log scale) shrinks as one over
+        the square root of the repetitions, and must come under the estimate's distance to
+        the nearest edge. None where the interval or the estimate is not known; infinity
+        where the estimate sits on an edge (no number of repetitions decides it)."""
+        if not interval.known or not interval.estimate or interval.low <= 0 or interval.n < 2:
+            return None
+        edges = [self.threshold] if self.kind in ("greater", "less") else [self.low, self.high]
+        reach = min(abs(math.log(interval.estimate / edge)) for edge in edges)
+        half = math.log(interval.high / interval.low) / 2
+        if reach == 0:
+            return math.inf
+        return interval.n * (half / reach) ** 2
 
     def place(self, interval: Interval) -> str:
         """INSIDE or OUTSIDE when the whole interval lies there; ACROSS when it reaches over an

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from . import units
 from .errors import ConfigError
 from .mounts import BINDFS, default_method
 from .schemas import complete, load, load_yaml
@@ -451,6 +452,14 @@ def repetition_bounds(study: dict) -> tuple[int, int]:
         low, high = int(value["min"]), int(value["max"])
         if high < low:
             raise ConfigError(f"study {study['study']}: repetitions max {high} < min {low}")
+        if "budget" in value:
+            try:
+                units.parse_duration_minutes(value["budget"])
+            except ValueError:
+                raise ConfigError(
+                    f"study {study['study']}: repetitions budget {value['budget']!r} is not a"
+                    " duration (10 min, 1h, 600s)"
+                ) from None
         return low, high
     return int(value), int(value)
 

@@ -54,6 +54,8 @@ PAGE_CACHE_NEEDS = (
     "or a file larger than the node's dirty limit"
 )
 MORE_REPETITIONS = "more repetitions"
+#: repetitions_needed of an estimate on the band's edge: no number of repetitions decides it
+NEVER = 1_000_000
 #: a ratio of a lesson with ``relative_to`` whose points' runs hold none of its baselines
 AS_MEASURED = "times as measured: these runs hold no baseline of their own"
 #: what a paper study's file gives its verdict: its lessons, and its published figure
@@ -92,6 +94,9 @@ class Verdict:
     #: a proxy's lesson where the study ran its application too: whether the application's
     #: verdict is the same, and each claim's ratio proxy / application (:func:`agreement`)
     agreement: str = ""
+    #: within noise: about how many repetitions a point its undecided claims need to be
+    #: decided (:meth:`Band.repetitions_to_decide`; None: more repetitions would not tell)
+    repetitions_needed: int | None = None
 
 
 @dataclass
@@ -469,6 +474,19 @@ def _widest_part(claim: Claim) -> str:
     return f", most of its spread from {widest.label} {shown}"
 
 
+def repetitions_needed(claims: list[Claim]) -> float | None:
+    """The repetitions a point that would decide every claim across its band's edge: the
+    most any of them needs. None when one of them cannot say (its interval unknown)."""
+    needed = [
+        claim.band.repetitions_to_decide(claim.interval)
+        for claim in claims
+        if claim.outcome == WITHIN_NOISE
+    ]
+    if not needed or any(n is None for n in needed):
+        return None
+    return math.ceil(min(max(needed), NEVER))
+
+
 def _combined(outcomes: list[str]) -> str:
     """Any claim outside its band refutes the lesson; all inside reproduce it."""
     if NOT_REPRODUCED in outcomes:
@@ -500,6 +518,14 @@ def decided(spec: dict, claims: list[Claim]) -> Verdict:
     needs = _needs(judged, spec.get("hint", "")) if status == WITHIN_NOISE else ""
     points = sorted({point for claim in judged for point in claim.interval.of})
     verdict = Verdict(lesson, status, text, shown, bands or band_words, needs, points)
+    if status == WITHIN_NOISE:
+        verdict.repetitions_needed = repetitions_needed(judged)
+        if verdict.repetitions_needed is not None and MORE_REPETITIONS in needs:
+            verdict.needs += (
+                f"; about {verdict.repetitions_needed} repetitions a point would decide it"
+                if verdict.repetitions_needed < NEVER
+                else "; its estimate sits on the band's edge: no number of repetitions decides it"
+            )
     for premise in (p for p in premises if p.outcome == WITHIN_NOISE):
         verdict.status, verdict.needs = WITHIN_NOISE, _needs(claims)
         verdict.text = f"{what}; {premise.premise['undecided']}."
