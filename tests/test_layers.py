@@ -37,6 +37,7 @@ LAYERS = (
         "aggregation",
         {
             "aggregate", "intervals", "reference", "fidelity", "fidelity.*", "verdicts", "staging",
+            "lesson_data",
             "adaptive", "answer", "profile", "resultsdb", "resultsdb_cli", "resultsdb_export",
         },
     ),
