@@ -51,6 +51,7 @@ EXPORT_VERSION = 1
 BUSY_TIMEOUT_S = 120.0
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DB = "results/tierbench.sqlite"
+DB_HELP = "default: TIERBENCH_DB, else `database:` in config/config.yaml, else " + DEFAULT_DB
 #: what to do when the database's file system cannot be trusted with it
 WHERE_INSTEAD = (
     "put the database on a local disk of the host that runs Snakemake: set `database:` in "

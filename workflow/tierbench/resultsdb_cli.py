@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .resultsdb import (
-    DEFAULT_DB,
+    DB_HELP,
     ResultsError,
     append,
     connect,
@@ -31,9 +31,6 @@ def _summary_line(run: dict) -> str:
         f"scale={run['scale'] or '-':<8} {run['executor']:<5} {run['records']:>5} records  "
         f"{run['started']} .. {run['finished']}"
     )
-
-
-DB_HELP = "default: TIERBENCH_DB, else `database:` in config/config.yaml, else " + DEFAULT_DB
 
 
 def main(argv: list[str] | None = None) -> int:
