@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from tierbench.workloads import calculix, fe_deck, fe_model, fe_proxy
+from tierbench.workloads import calculix, fe_deck, fe_model, fe_output, fe_proxy
 
 TRUTH = fe_model.Material()
 
@@ -60,7 +60,7 @@ def test_the_proxy_writes_the_deck_ccx_is_given_at_the_same_shape(tmp_path, monk
 
     proxy = fe_proxy.settings(shape)
     fe_proxy.init_worker(proxy.bar, proxy.output, np.zeros(proxy.bar.increments + 1))
-    monkeypatch.setattr(fe_proxy.Disk, "remove", lambda self: None)
+    monkeypatch.setattr(fe_output.Disk, "remove", lambda self: None)
     assert fe_proxy.evaluate({**task, "folder": str(tmp_path / "proxy")})["ok"]
     written = (tmp_path / "proxy" / "job.inp").read_bytes()
 

@@ -18,7 +18,7 @@ from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import fe_model, fe_optimisation, fe_proxy, frd, ga
+from tierbench.workloads import fe_model, fe_optimisation, fe_output, fe_proxy, frd, ga
 
 TINY = {
     "cores": 1,
@@ -171,7 +171,7 @@ def task(folder, **parameters):
 @pytest.fixture
 def kept(monkeypatch):
     """The evaluation folder stays after the evaluation, to be looked at."""
-    monkeypatch.setattr(fe_proxy.Disk, "remove", lambda self: None)
+    monkeypatch.setattr(fe_output.Disk, "remove", lambda self: None)
 
 
 @pytest.fixture
@@ -391,13 +391,13 @@ def test_fsync_modes(tmp_path, syscalls, fsync, expected):
 def recorded_paths(monkeypatch):
     """Every path the evaluation opens: all of them pass Disk.target."""
     seen = []
-    real_target = fe_proxy.Disk.target
+    real_target = fe_output.Disk.target
 
     def recording_target(self, path):
         seen.append(Path(path))
         return real_target(self, path)
 
-    monkeypatch.setattr(fe_proxy.Disk, "target", recording_target)
+    monkeypatch.setattr(fe_output.Disk, "target", recording_target)
     return seen
 
 
@@ -419,7 +419,7 @@ def test_evaluation_writes_only_in_its_folder_and_leaves_nothing(tmp_path, recor
 
 
 def test_disk_refuses_paths_outside_its_folder(tmp_path):
-    disk = fe_proxy.Disk(tmp_path / "e1", "none")
+    disk = fe_output.Disk(tmp_path / "e1", "none")
     for path in (tmp_path / "x", tmp_path / "e1" / "sub" / "x", "/etc/passwd", "job.frd"):
         with pytest.raises(RuntimeError, match="outside the evaluation folder"):
             disk.target(path)
@@ -454,13 +454,13 @@ def test_failed_solve_is_a_failed_evaluation_and_its_folder_goes(tmp_path, monke
 def test_full_tier_propagates_and_its_folder_goes(tmp_path, monkeypatch, full):
     """A write that finds the tier full (/dev/full in place of one file) raises ENOSPC."""
     start_worker()
-    real_target = fe_proxy.Disk.target
+    real_target = fe_output.Disk.target
 
     def full_for_one_file(self, path):
         checked = real_target(self, path)
         return "/dev/full" if os.path.basename(checked) == full else checked
 
-    monkeypatch.setattr(fe_proxy.Disk, "target", full_for_one_file)
+    monkeypatch.setattr(fe_output.Disk, "target", full_for_one_file)
     with pytest.raises(OSError) as error:
         fe_proxy.evaluate(task(tmp_path / "g01-e001"))
     assert error.value.errno == errno.ENOSPC
@@ -775,7 +775,7 @@ def test_fortran_e_is_what_gfortran_writes():
     for row in rows:
         text, line = row.split("\t")
         value = float(text)
-        ours = b"%11s|%13s|%14s" % tuple(fe_proxy.fortran_e(value, d) for d in (4, 6, 7))
+        ours = b"%11s|%13s|%14s" % tuple(fe_output.fortran_e(value, d) for d in (4, 6, 7))
         assert ours.decode() == line, value
 
 
