@@ -24,7 +24,7 @@ from tierbench.errors import ConfigError, PointFailed
 from tierbench.records import metric
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import cfd_launch, cfd_proxy, openfoam
+from tierbench.workloads import cfd_launch, cfd_proxy, cfd_proxy_plan, openfoam
 
 HAVE_MPI = shutil.which("mpiexec") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpiexec (openmpi-bin) is not installed")
@@ -97,7 +97,7 @@ def uncollated_run(request, tmp_path_factory):
     if not HAVE_MPI:
         pytest.skip("mpiexec is not installed")
     file_set = request.param
-    config = cfd_proxy.writer_config({**PARAMS, "file_set": file_set})
+    config = cfd_proxy_plan.writer_config({**PARAMS, "file_set": file_set})
     return (file_set, *run_writer(tmp_path_factory.mktemp(f"uncollated-{file_set}"), 2, config))
 
 
@@ -131,7 +131,7 @@ def test_golden_layout_of_a_two_rank_run(uncollated_run):
         folder = case / f"processor{rank}/6"
         on_disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         assert on_disk == foam.rank_write_bytes(cells, "binary", time, 6, file_set, rank, 2)
-    assert result["bytes_written"] == 3 * cfd_proxy.bytes_per_write(
+    assert result["bytes_written"] == 3 * cfd_proxy_plan.bytes_per_write(
         {**PARAMS, "file_set": file_set}
     )
 
@@ -317,12 +317,12 @@ def test_ascii_numbers_are_the_same_bytes_from_c_and_from_python(monkeypatch, wi
 def test_bytes_per_rank_sets_the_cells():
     params = {**PARAMS, "bytes_per_rank": "40MB"}
     del params["cells_per_rank"]
-    assert cfd_proxy.cells_per_rank(params) == 500_000  # 40e6 B / 80 B per cell
+    assert cfd_proxy_plan.cells_per_rank(params) == 500_000  # 40e6 B / 80 B per cell
     ascii_params = {**params, "write_format": "ascii"}
     # v1912: U 3 x 10 + 5, p 10, k 11, omega 9, nut 12, phi 3 x 12
-    assert cfd_proxy.cells_per_rank(ascii_params) == 40_000_000 // 113
+    assert cfd_proxy_plan.cells_per_rank(ascii_params) == 40_000_000 // 113
     old = {**ascii_params, "file_set": "document_001"}
-    assert cfd_proxy.cells_per_rank(old) == 40_000_000 // 162  # 50 + 4 x 16 + 3 x 16
+    assert cfd_proxy_plan.cells_per_rank(old) == 40_000_000 // 162  # 50 + 4 x 16 + 3 x 16
 
 
 # ------------------------------------------------------------------ purgeWrite
@@ -396,7 +396,7 @@ def test_collated_file_holds_every_rank_block(tmp_path, file_set):
 def test_collated_two_rank_run_with_purge(tmp_path, file_set):
     params = {**PARAMS, "file_handler": "collated", "write_interval": 1, "purge_write": 2}
     params.update(write_format="ascii", file_set=file_set)
-    case, result = run_writer(tmp_path, 2, cfd_proxy.writer_config(params))
+    case, result = run_writer(tmp_path, 2, cfd_proxy_plan.writer_config(params))
     assert sorted(p.name for p in (case / "processors2").iterdir()) == ["5", "6"]
     assert not list(case.glob("processor[0-9]*"))
     # the uniform files once per write, by the master: 9 (8) files and 3 folders per write
@@ -579,7 +579,7 @@ def test_each_step_computes_the_target_time(tmp_path):
     """
     params = {**PARAMS, "compute_per_cell_step": 8e-3 / 1500, "steps": 10, "write_interval": 5}
     params["baseline_steps"] = 3
-    config = cfd_proxy.writer_config({**params, "ranks": 1})
+    config = cfd_proxy_plan.writer_config({**params, "ranks": 1})
     seen = []
     for attempt in range(3):
         _, result = run_writer(tmp_path, 1, config, name=f"case{attempt}")
@@ -597,7 +597,7 @@ def test_each_step_computes_the_target_time(tmp_path):
 
 @needs_mpi
 def test_no_compute_means_no_sweeps_and_no_calibration(tmp_path):
-    config = cfd_proxy.writer_config({**PARAMS, "compute_per_cell_step": 0})
+    config = cfd_proxy_plan.writer_config({**PARAMS, "compute_per_cell_step": 0})
     _, result = run_writer(tmp_path, 2, config)
     assert (result["sweeps"], result["calibration"]) == (0, None)
 
@@ -615,16 +615,16 @@ def test_a_steps_log_is_its_calls_and_bytes_spread_over_its_sweeps():
 
 
 def test_the_step_extras_are_the_applications_per_cell_and_none_without_compute():
-    config = cfd_proxy.writer_config(PARAMS)
-    defaults = cfd_proxy.DEFAULTS
+    config = cfd_proxy_plan.writer_config(PARAMS)
+    defaults = cfd_proxy_plan.DEFAULTS
     assert config["fresh_bytes"] == defaults["fresh_memory_per_cell_step"] * 1500
     assert (config["log_writes"], config["log_bytes"]) == (
         defaults["log_writes_per_step"],
         defaults["log_bytes_per_step"],
     )
-    idle = cfd_proxy.writer_config({**PARAMS, "compute_per_cell_step": 0})
+    idle = cfd_proxy_plan.writer_config({**PARAMS, "compute_per_cell_step": 0})
     assert (idle["log_writes"], idle["log_bytes"], idle["fresh_bytes"]) == (0, 0, 0)
-    quiet = cfd_proxy.writer_config({**PARAMS, "log_writes_per_step": 0})
+    quiet = cfd_proxy_plan.writer_config({**PARAMS, "log_writes_per_step": 0})
     # a sweep count found with one step's extras does not hold for another's
     key = cfd_proxy.calibration_key
     assert key(config, PARAMS) != key(quiet, PARAMS)
@@ -635,7 +635,7 @@ def test_each_step_logs_and_faults_in_what_it_is_set_to(tmp_path):
     """Every step, the master's log calls reach its output and its fresh memory is faulted
     in: a run with 400 kB a step against one with none, same sweeps."""
     params = {**PARAMS, "steps": 8, "write_interval": "none", "warmup_steps": 2}
-    config = {**cfd_proxy.writer_config({**params, "ranks": 1}), "sweeps": 3}
+    config = {**cfd_proxy_plan.writer_config({**params, "ranks": 1}), "sweeps": 3}
     config.update(log_writes=5, log_bytes=300, fresh_bytes=400_000)
     command = cfd_launch.launch_command("mpiexec", 1, 1, local=True)
     runs = {}
@@ -691,7 +691,7 @@ def test_from_application_times_the_application_at_the_same_shape(tmp_path, monk
     record = run_job(point, cfd_proxy.run)
     metrics = by_name(record)
     assert metrics["compute_target_per_step"]["value"] == 0.004, record["metrics"]
-    assert len(asked) == cfd_proxy.APPLICATION_TIMINGS
+    assert len(asked) == cfd_proxy_plan.APPLICATION_TIMINGS
     for seen in asked:
         shape = {k: seen["params"][k] for k in ("ranks", "cells_per_rank", "steps", "warmup_steps")}
         assert shape == {"ranks": 2, "cells_per_rank": 1500, "steps": 4, "warmup_steps": 1}
@@ -720,14 +720,14 @@ def test_an_ensembles_partner_gives_its_member_alone_never_the_loaded_steps(tmp_
         tmp_path / "q.json", "none", ensemble=2, time_per_step=0.012, time_per_step_alone=0.01
     )
     job = Job(spec={"params": params, "partner_record": quiet}, folder=None)
-    target, note = cfd_proxy.partner_step_time(job)
+    target, note = cfd_proxy_plan.partner_step_time(job)
     assert (target, note["metric"]) == (0.01, "time_per_step_alone")
     wrote = partner_record(
         tmp_path / "w.json", 100, ensemble=2, time_per_step=0.012, time_per_step_nowrite=0.011,
         time_per_step_alone=0.01,
     )  # fmt: skip
     after_writes = Job(spec={**job.spec, "partner_record": wrote}, folder=None)
-    assert cfd_proxy.partner_step_time(after_writes) is None
+    assert cfd_proxy_plan.partner_step_time(after_writes) is None
 
 
 @needs_mpi
@@ -750,15 +750,15 @@ def test_a_proxy_after_its_application_computes_what_that_run_did(tmp_path, monk
     assert not (study / "calibration").exists()
     baseline = partner_record(tmp_path / "b.json", "none", time_per_step=0.005)
     job = Job(spec={"params": point["params"], "partner_record": baseline}, folder=None)
-    assert cfd_proxy.partner_step_time(job)[0] == 0.005
+    assert cfd_proxy_plan.partner_step_time(job)[0] == 0.005
     every_step = partner_record(tmp_path / "e.json", 1, time_per_step=0.009)
     record = run_job({**point, "partner_record": every_step}, cfd_proxy.run)
     assert by_name(record)["compute_target_per_step"]["value"] == 0.004
-    assert len(asked) == cfd_proxy.APPLICATION_TIMINGS
+    assert len(asked) == cfd_proxy_plan.APPLICATION_TIMINGS
     assert record["extra"]["compute"]["application"]["after_partner"] == every_step
     assert not (study / "calibration").exists()
     job = Job(spec={"params": point["params"], "partner_record": "/nonexistent"}, folder=None)
-    assert cfd_proxy.partner_step_time(job) is None
+    assert cfd_proxy_plan.partner_step_time(job) is None
     record = run_job({**point, "partner_record": "/nonexistent"}, cfd_proxy.run)
     assert by_name(record)["compute_target_per_step"]["value"] == 0.004 and asked
     (kept,) = (study / "calibration").iterdir()
@@ -788,13 +788,16 @@ def test_from_application_needs_a_shape_the_application_can_mesh():
 
 
 def test_compute_is_a_time_per_cell_and_step():
-    assert cfd_proxy.compute_target({**PARAMS, "compute_per_cell_step": "2e-6"}) == 2e-6 * 1500
-    assert cfd_proxy.compute_target({**PARAMS, "compute_per_cell_step": 0}) == 0
-    assert cfd_proxy.compute_target({**PARAMS, "compute_per_cell_step": "from_application"}) is None
-    default = cfd_proxy.DEFAULTS["compute_per_cell_step"]
+    assert cfd_proxy_plan.compute_target({**PARAMS, "compute_per_cell_step": "2e-6"}) == 2e-6 * 1500
+    assert cfd_proxy_plan.compute_target({**PARAMS, "compute_per_cell_step": 0}) == 0
+    assert (
+        cfd_proxy_plan.compute_target({**PARAMS, "compute_per_cell_step": "from_application"})
+        is None
+    )
+    default = cfd_proxy_plan.DEFAULTS["compute_per_cell_step"]
     assert 1e-7 < default < 1e-4  # seconds per cell and step, as measured
     params = {k: v for k, v in PARAMS.items() if k != "compute_per_cell_step"}
-    assert cfd_proxy.compute_target(params) == default * 1500
+    assert cfd_proxy_plan.compute_target(params) == default * 1500
     with pytest.raises(ConfigError, match="sweeps"):  # the count it replaced
         matrix.check_point("cfd_proxy", {**params, "sweeps": 20}, "cfd_dcpmm.x[p]")
 
@@ -885,7 +888,7 @@ def test_a_missing_launcher_is_a_failed_point(tmp_path):
 
 def test_more_bytes_than_the_tier_cap_fails_before_writing(tmp_path):
     params = {"cells_per_rank": 100_000, "steps": 10, "write_interval": 1}
-    planned = cfd_proxy.planned_bytes({**PARAMS, **params})
+    planned = cfd_proxy_plan.planned_bytes({**PARAMS, **params})
     record = run_job({**spec(tmp_path, **params), "max_bytes": planned - 1}, cfd_proxy.run)
     (only,) = record["metrics"]
     assert only["status"] == "failed" and "max_bytes" in only["reason"]
@@ -893,16 +896,16 @@ def test_more_bytes_than_the_tier_cap_fails_before_writing(tmp_path):
 
 
 def test_planned_bytes_counts_kept_time_folders():
-    one = cfd_proxy.bytes_per_write({**PARAMS, "ranks": 1, "file_set": "document_001"})
-    assert cfd_proxy.bytes_per_write({**PARAMS, "file_set": "document_001"}) == 2 * one
+    one = cfd_proxy_plan.bytes_per_write({**PARAMS, "ranks": 1, "file_set": "document_001"})
+    assert cfd_proxy_plan.bytes_per_write({**PARAMS, "file_set": "document_001"}) == 2 * one
     # v1912: each rank's patches are its place's (inlet or outlet, a processor patch)
     cells = PARAMS["cells_per_rank"]
     ranks = [foam.rank_write_bytes(cells, "binary", "6", 6, "v1912", r, 2) for r in range(2)]
-    assert cfd_proxy.bytes_per_write(PARAMS) == sum(ranks)
-    assert cfd_proxy.bytes_per_write({**PARAMS, "ensemble": 3}) == 3 * sum(ranks)
-    assert cfd_proxy.planned_bytes({**PARAMS, "write_interval": "none"}) == 0
-    everything = cfd_proxy.planned_bytes(PARAMS)  # 3 writes, all kept
-    purged = cfd_proxy.planned_bytes({**PARAMS, "purge_write": 1})  # 2 at the peak
+    assert cfd_proxy_plan.bytes_per_write(PARAMS) == sum(ranks)
+    assert cfd_proxy_plan.bytes_per_write({**PARAMS, "ensemble": 3}) == 3 * sum(ranks)
+    assert cfd_proxy_plan.planned_bytes({**PARAMS, "write_interval": "none"}) == 0
+    everything = cfd_proxy_plan.planned_bytes(PARAMS)  # 3 writes, all kept
+    purged = cfd_proxy_plan.planned_bytes({**PARAMS, "purge_write": 1})  # 2 at the peak
     assert everything > purged > 0 and everything * 2 == purged * 3
 
 
@@ -912,10 +915,12 @@ def test_wrong_counts_fail_the_point(file_set, per_write):
     files = 2 * 3 * per_write  # 2 ranks x 3 writes
     result = {"files_created": files - 1, "dirs_created": 18, "writes": 3}
     with pytest.raises(PointFailed, match=f"created {files - 1} files"):
-        cfd_proxy.check_counts([result], cfd_proxy.with_defaults(params))
-    cfd_proxy.check_counts([{**result, "files_created": files}], cfd_proxy.with_defaults(params))
+        cfd_proxy.check_counts([result], cfd_proxy_plan.with_defaults(params))
+    cfd_proxy.check_counts(
+        [{**result, "files_created": files}], cfd_proxy_plan.with_defaults(params)
+    )
     rank = {"files": 3 * per_write, "dirs": 9, "bytes": 1, "files_removed": 0, "dirs_removed": 0}
-    times, config = np.ones(6), cfd_proxy.writer_config(params)
+    times, config = np.ones(6), cfd_proxy_plan.writer_config(params)
     ok = cfd_writer.summarise(config, 2, times, times, [rank] * 2, (files, 20), 1)
     assert ok["problems"] == []
     short = cfd_writer.summarise(config, 2, times, times, [rank], (files // 2, 10), 1)
@@ -938,14 +943,14 @@ def test_launch_command_per_launcher():
 
 
 def test_tasks_are_ranks_times_ensemble():
-    assert cfd_proxy.tasks({"ranks": 4, "ensemble": 5}) == 20
-    assert cfd_proxy.tasks({"ranks": 3}) == 3
+    assert cfd_proxy_plan.tasks({"ranks": 4, "ensemble": 5}) == 20
+    assert cfd_proxy_plan.tasks({"ranks": 3}) == 3
 
 
 def test_each_member_gets_nodes_of_its_own():
     """Document 001's ensembles: five 4-node runs, 20 nodes, member i from node 4i on."""
-    assert cfd_proxy.nodes({"ranks": 192}) is None  # unset: Slurm places the ranks
-    assert cfd_proxy.nodes({"ranks": 192, "nodes": 4, "ensemble": 5}) == 20
+    assert cfd_proxy_plan.nodes({"ranks": 192}) is None  # unset: Slurm places the ranks
+    assert cfd_proxy_plan.nodes({"ranks": 192, "nodes": 4, "ensemble": 5}) == 20
     member = cfd_launch.launch_command("srun --mpi=pmix", 192, 5, False, nodes_each=4, member=2)
     assert member == ["srun", "--mpi=pmix", "-n", "192", "--exact", "-N", "4", "--relative=8"]
     # outside Slurm every rank runs on this machine
@@ -976,7 +981,7 @@ def test_a_rank_without_the_run_folder_on_its_node_makes_and_removes_its_own(tmp
     """As a rank on a second node of a node-local tier: no run folder there yet."""
     run_folder = tmp_path / "tier" / "tierbench-t-1"
     (tmp_path / "tier").mkdir()
-    config = cfd_proxy.writer_config({**PARAMS, "steps": 2, "write_interval": 1})
+    config = cfd_proxy_plan.writer_config({**PARAMS, "steps": 2, "write_interval": 1})
     case, out = run_folder / "member0", tmp_path / "result.json"
     command = cfd_launch.launch_command("mpiexec", 2, 1, local=True) + [
         sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
@@ -1014,7 +1019,7 @@ def test_bad_parameters_stop_with_a_message_naming_them(change, message):
 
 def test_a_write_interval_longer_than_the_run_is_a_cross_field_rule():
     with pytest.raises(ValueError, match="longer than the run"):
-        cfd_proxy.check_params({**PARAMS, "write_interval": 7})
+        cfd_proxy_plan.check_params({**PARAMS, "write_interval": 7})
 
 
 def test_study_expands_at_every_scale():
@@ -1030,13 +1035,13 @@ def test_study_expands_at_every_scale():
     main = [p for p in default if p.experiment == "single_vs_ensemble"]
     assert {p.params["write_interval"] for p in main} == {1, 10, 100, "none"}
     assert {p.params["ensemble"] for p in main} == {1, 2}
-    assert all(cfd_proxy.tasks(p.params) <= 2 for p in default)  # fits this 2-core machine
+    assert all(cfd_proxy_plan.tasks(p.params) <= 2 for p in default)  # fits this 2-core machine
     full = matrix.expand_study(study, tiers, "full")
     top = [p for p in full if p.experiment == "single_vs_ensemble"]
     assert {p.params["ensemble"] for p in top} == {1, 5}
     assert {p.params["ranks"] for p in top} == {192}
     # document 001: about 40 MB per rank per write
-    per_rank = cfd_proxy.bytes_per_write({**top[0].params, "ensemble": 1, "ranks": 1})
+    per_rank = cfd_proxy_plan.bytes_per_write({**top[0].params, "ensemble": 1, "ranks": 1})
     assert 36e6 < per_rank < 42e6
 
 
@@ -1128,7 +1133,7 @@ def test_bytes_per_write_within_10_percent_of_real_v1912(solver, tmp_path, fmt, 
     for m in record["metrics"]:
         assert m["status"] == "ok", m["reason"]
     real = {m["metric"]: m["value"] for m in record["metrics"]}
-    case, result = run_writer(tmp_path, 2, cfd_proxy.writer_config({**PARAMS, **shape}))
+    case, result = run_writer(tmp_path, 2, cfd_proxy_plan.writer_config({**PARAMS, **shape}))
     writers = 2 if handler == "uncollated" else 1
     assert real["files_per_write"] == 9 == result["files_created"] / (writers * 3)
     assert real["dirs_per_write"] == 3 == result["dirs_created"] / (writers * 3)
@@ -1178,14 +1183,14 @@ def test_points_of_a_shape_share_the_applications_time_per_step(tmp_path, monkey
     timings = []
 
     def time_application(job):
-        timings.append(cfd_proxy.application_key(job.params))
+        timings.append(cfd_proxy_plan.application_key(job.params))
         return 0.01 * len(timings), {"metrics": {"time_per_step": 0.01 * len(timings)}}
 
-    monkeypatch.setattr(cfd_proxy, "time_application", time_application)
+    monkeypatch.setattr(cfd_proxy_plan, "time_application", time_application)
 
     def target(study_dir, **params):
         job = Job(spec={"params": {**PARAMS, **params}, "study_dir": study_dir}, folder=None)
-        return cfd_proxy.application_step_time(job)
+        return cfd_proxy_plan.application_step_time(job)
 
     study = str(tmp_path / "a")
     first, record = target(study, write_interval=2)
@@ -1209,11 +1214,11 @@ def test_the_applications_time_per_step_is_the_median_of_its_timings(tmp_path, m
         assert job.params["write_interval"] == "none" and job.folder.path.is_dir()
         return [metric("time_per_step", next(times), "s"), metric("run_time", 1.0, "s")]
 
-    monkeypatch.setattr(cfd_proxy, "APPLICATION_TIMINGS", 3)
+    monkeypatch.setattr(cfd_proxy_plan, "APPLICATION_TIMINGS", 3)
     monkeypatch.setattr(openfoam, "run", application)
     with RunFolder(tmp_path, "job") as folder:
         job = Job(spec={"params": PARAMS}, folder=folder)
-        target, record = cfd_proxy.time_application(job)
+        target, record = cfd_proxy_plan.time_application(job)
         assert list(folder.path.glob("tierbench-*")) == []  # each timing's folder removed
     assert target == 0.046 == record["metrics"]["time_per_step"]
     assert record["timings"] == [0.041, 0.046, 0.090]
@@ -1230,16 +1235,16 @@ def test_points_of_a_study_on_a_node_share_one_calibration(tmp_path, monkeypatch
         return {"sweeps": 7 + len(calls), "samples": []}
 
     monkeypatch.setattr(cfd_proxy, "calibrate_alone", calibrate)
-    params = cfd_proxy.with_defaults({**PARAMS, "compute_per_cell_step": 1e-6})
+    params = cfd_proxy_plan.with_defaults({**PARAMS, "compute_per_cell_step": 1e-6})
 
     def job(study_dir):
         return Job(spec={"params": params, "study_dir": study_dir}, folder=None)
 
-    config = cfd_proxy.writer_config(params)
+    config = cfd_proxy_plan.writer_config(params)
     first = cfd_proxy.calibration_for(job(str(tmp_path)), "mpiexec", config, params)
     again = cfd_proxy.calibration_for(job(str(tmp_path)), "mpiexec", config, params)
     assert first["sweeps"] == again["sweeps"] == 8 and again["reused"] and len(calls) == 1
-    other = cfd_proxy.writer_config({**params, "cells_per_rank": 3000})
+    other = cfd_proxy_plan.writer_config({**params, "cells_per_rank": 3000})
     assert cfd_proxy.calibration_for(job(str(tmp_path)), "mpiexec", other, params)["sweeps"] == 9
     # another study (or no pipeline at all) calibrates afresh
     assert (

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from tierbench import foam, foam_read, foam_write, syscalls
-from tierbench.workloads import cfd_launch, cfd_proxy, openfoam
+from tierbench.workloads import cfd_launch, cfd_proxy_plan, openfoam
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -172,7 +172,7 @@ def proxy_collated_calls(folder: Path, fmt: str, cells: int, native: bool) -> li
         name = f"proxy-{native}-{interval}"
         case = folder / name
         case.mkdir()
-        config = json.dumps(cfd_proxy.writer_config(params))
+        config = json.dumps(cfd_proxy_plan.writer_config(params))
         argv = [sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
                 "--config", config, "--out", str(folder / f"{name}.json")]  # fmt: skip
         runs[interval] = traced_ranks(argv, case, env, folder / name)

@@ -22,7 +22,7 @@ from ..job import Job
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
 DEFAULT_LAUNCHER = "mpiexec"
 OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
-
+#: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
 SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
 
 
