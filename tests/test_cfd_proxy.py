@@ -24,7 +24,7 @@ from tierbench.errors import ConfigError, PointFailed
 from tierbench.records import metric
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import cfd_launch, cfd_proxy, cfd_proxy_plan, openfoam
+from tierbench.workloads import cfd_launch, cfd_proxy, cfd_proxy_plan, openfoam, openfoam_plan
 
 HAVE_MPI = shutil.which("mpiexec") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpiexec (openmpi-bin) is not installed")
@@ -237,7 +237,7 @@ def test_v1912_phi_and_patches_follow_the_block():
 def test_the_proxy_sizes_the_block_the_openfoam_case_meshes(cells, ranks):
     """The proxy's patches are those of the blockMesh the real solver runs on."""
     p = matrix.complete("openfoam", {"ranks": ranks, "cells_per_rank": cells})
-    mesh = openfoam.case_files(p)["system/blockMeshDict"]
+    mesh = openfoam_plan.case_files(p)["system/blockMeshDict"]
     found = re.search(r"hex \(0 1 2 3 4 5 6 7\) \((\d+) (\d+) (\d+)\)", mesh)
     nx, ny, nz = (int(n) for n in found.groups())
     assert (nx // ranks, ny, nz) == foam.block_shape(cells)
@@ -245,7 +245,9 @@ def test_the_proxy_sizes_the_block_the_openfoam_case_meshes(cells, ranks):
 
 def test_v1912_boundary_conditions_are_the_duct_cases():
     """Patch types and uniform values as in the case the openfoam workload runs."""
-    files = openfoam.case_files(matrix.complete("openfoam", {"ranks": 2, "cells_per_rank": 2000}))
+    files = openfoam_plan.case_files(
+        matrix.complete("openfoam", {"ranks": 2, "cells_per_rank": 2000})
+    )
     for name, patches in foam.BOUNDARY_V1912.items():
         if name == "phi":  # simpleFoam makes it, the case has no 0/phi
             continue
@@ -256,9 +258,9 @@ def test_v1912_boundary_conditions_are_the_duct_cases():
             assert re.search(rf"type\s+{kind};", block), (name, patch)
             if value not in (None, foam.LIST):
                 assert re.search(rf"value\s+uniform {re.escape(value)};", block), (name, patch)
-    assert foam.CASE_VALUES["k"] == f"{openfoam.FLOW['k']:.9g}"
-    assert foam.CASE_VALUES["omega"] == f"{openfoam.FLOW['omega']:.9g}"
-    assert foam.CASE_VALUES["U"] == f"({openfoam.FLOW['velocity']:.9g} 0 0)"
+    assert foam.CASE_VALUES["k"] == f"{openfoam_plan.FLOW['k']:.9g}"
+    assert foam.CASE_VALUES["omega"] == f"{openfoam_plan.FLOW['omega']:.9g}"
+    assert foam.CASE_VALUES["U"] == f"({openfoam_plan.FLOW['velocity']:.9g} 0 0)"
 
 
 @pytest.mark.parametrize("file_set", foam.FILE_SETS)

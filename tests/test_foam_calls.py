@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from tierbench import foam, foam_read, foam_write, syscalls
-from tierbench.workloads import cfd_launch, cfd_proxy_plan, openfoam
+from tierbench.workloads import cfd_launch, cfd_proxy_plan, openfoam, openfoam_plan
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -64,13 +64,13 @@ def per_write(with_writes: dict[str, int], without: dict[str, int]) -> dict[str,
 
 
 def simplefoam_calls(folder: Path, fmt: str, cells: int) -> dict[str, float]:
-    env, _ = openfoam.openfoam_environment(None)
+    env, _ = openfoam_plan.openfoam_environment(None)
     counts = {}
     for interval in (1, "none"):
         case = folder / f"simpleFoam-{interval}"
         params = {"ranks": 1, "steps": STEPS, "write_interval": interval, "purge_write": 1,
                   "cells_per_rank": cells, "write_format": fmt}  # fmt: skip
-        openfoam.write_case(case, params)
+        openfoam_plan.write_case(case, params)
         subprocess.run(["blockMesh"], cwd=case, env=env, check=True, capture_output=True)
         counts[interval] = traced(["simpleFoam"], case, env, folder / f"sf-{interval}.txt")
     return per_write(counts[1], counts["none"])
@@ -144,15 +144,17 @@ def collated_per_write(runs: dict) -> list[dict[str, float]]:
 
 
 def simplefoam_collated_calls(folder: Path, fmt: str, cells: int) -> list[dict[str, float]]:
-    env, _ = openfoam.openfoam_environment(None, cfd_launch.launch_env("mpiexec", local=True)[0])
+    env, _ = openfoam_plan.openfoam_environment(
+        None, cfd_launch.launch_env("mpiexec", local=True)[0]
+    )
     runs = {}
     for interval in (1, STEPS):
         case = folder / f"simpleFoam-{interval}"
-        params = openfoam.with_defaults({
+        params = openfoam_plan.with_defaults({
             "ranks": RANKS, "steps": STEPS, "write_interval": interval, "purge_write": 1,
             "cells_per_rank": cells, "write_format": fmt, "file_handler": "collated",
         })  # fmt: skip
-        openfoam.write_case(case, params)
+        openfoam_plan.write_case(case, params)
         subprocess.run(["blockMesh"], cwd=case, env=env, check=True, capture_output=True)
         decompose = ["decomposePar", "-force", *openfoam.handler_args(params)]
         subprocess.run(decompose, cwd=case, env=env, check=True, capture_output=True)

@@ -14,10 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, fixture_text, job_spec
-from tierbench import matrix
+from tierbench import foam, matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import get, openfoam, openfoam_log, openfoam_tree
+from tierbench.workloads import (
+    get,
+    openfoam,
+    openfoam_log,
+    openfoam_plan,
+    openfoam_tree,
+    openfoam_usercase,
+)
 
 FIELDS = {"U", "p", "k", "omega", "nut", "phi"}
 #: what v1912's simpleFoam (kOmegaSST) writes per rank per write (ENVIRONMENT.md)
@@ -46,8 +53,8 @@ def hex_counts(block_mesh: str) -> tuple[int, int, int]:
 @pytest.mark.parametrize("cells", [64, 2000, 20000, 468750, 1_000_000])
 def test_case_cells_multiply_out_and_decompose_for_ranks(ranks, cells):
     p = params(ranks=ranks, cells_per_rank=cells)
-    openfoam.check_params(p)
-    files = openfoam.case_files(p)
+    openfoam_plan.check_params(p)
+    files = openfoam_plan.case_files(p)
     nx, ny, nz = hex_counts(files["system/blockMeshDict"])
     assert nx * ny * nz == cells * ranks
     assert nx % ranks == 0 and (nx // ranks) * ny * nz == cells  # equal slabs along x
@@ -55,12 +62,12 @@ def test_case_cells_multiply_out_and_decompose_for_ranks(ranks, cells):
     assert re.search(rf"^numberOfSubdomains {ranks};$", decompose, re.MULTILINE)
     assert re.search(r"^method\s+simple;$", decompose, re.MULTILINE)
     assert f"n           ({ranks} 1 1);" in decompose
-    shape = openfoam.block_shape(cells)
-    assert max(shape) / min(shape) <= openfoam.MAX_ASPECT
+    shape = foam.block_shape(cells)
+    assert max(shape) / min(shape) <= openfoam_plan.MAX_ASPECT
 
 
 def test_case_has_every_field_and_nothing_left_unrendered():
-    files = openfoam.case_files(params())
+    files = openfoam_plan.case_files(params())
     assert {f"0/{name}" for name in FIELDS - {"phi"}} <= set(files)
     assert "constant/turbulenceProperties" in files
     assert "kOmegaSST" in files["constant/turbulenceProperties"]
@@ -75,30 +82,30 @@ def control(files: dict, key: str) -> str:
 
 
 def test_control_dict_follows_the_write_parameters():
-    files = openfoam.case_files(params(steps=9, write_interval=3, purge_write=2))
+    files = openfoam_plan.case_files(params(steps=9, write_interval=3, purge_write=2))
     assert control(files, "endTime") == "9"
     assert control(files, "writeControl") == "timeStep"
     assert control(files, "writeInterval") == "3"
     assert control(files, "purgeWrite") == "2"
     assert control(files, "writeFormat") == "binary"
     assert control(files, "runTimeModifiable") == "false"
-    ascii_files = openfoam.case_files(params(write_format="ascii"))
+    ascii_files = openfoam_plan.case_files(params(write_format="ascii"))
     assert control(ascii_files, "writeFormat") == "ascii"
 
 
 def test_no_writes_means_a_write_interval_longer_than_the_run():
-    files = openfoam.case_files(params(steps=6, write_interval="none"))
+    files = openfoam_plan.case_files(params(steps=6, write_interval="none"))
     assert int(control(files, "writeInterval")) > int(control(files, "endTime"))
-    assert openfoam.write_steps(params(steps=6, write_interval="none")) == []
-    assert openfoam.write_steps(params(steps=6, write_interval=4)) == [4]
+    assert openfoam_plan.write_steps(params(steps=6, write_interval="none")) == []
+    assert openfoam_plan.write_steps(params(steps=6, write_interval=4)) == [4]
 
 
 def test_awkward_cell_counts_are_refused_with_a_nearby_one():
     with pytest.raises(ValueError, match="cells_per_rank 1009") as error:
-        openfoam.check_params(params(cells_per_rank=1009))  # a prime: a 1009 x 1 x 1 block
+        openfoam_plan.check_params(params(cells_per_rank=1009))  # a prime: a 1009 x 1 x 1 block
     suggested = int(re.search(r"e\.g\. (\d+)", str(error.value)).group(1))
     assert abs(suggested - 1009) < 50
-    openfoam.check_params(params(cells_per_rank=suggested))
+    openfoam_plan.check_params(params(cells_per_rank=suggested))
 
 
 @pytest.mark.parametrize(
@@ -118,7 +125,7 @@ def test_check_params_refuses_points_that_cannot_measure(bad, message):
 def test_schema_fills_defaults_and_refuses_unknown_keys():
     complete = matrix.check_point("openfoam", {"ranks": 1}, "test")
     assert complete["file_handler"] == "uncollated" and complete["thread_buffer"] == 0
-    assert set(complete) == set(openfoam.DEFAULTS)
+    assert set(complete) == set(openfoam_plan.DEFAULTS)
     with pytest.raises(ConfigError):
         matrix.check_point("openfoam", {"count_syscalls": True, "cell": 3}, "test")
 
@@ -325,7 +332,7 @@ def test_write_tree_refuses_time_folders_that_are_not_write_times():
 
 def test_default_environment_is_debians(monkeypatch):
     monkeypatch.delenv("WM_PROJECT_DIR", raising=False)
-    env, how = openfoam.openfoam_environment(None)
+    env, how = openfoam_plan.openfoam_environment(None)
     assert env["WM_PROJECT_DIR"] == "/usr/share/openfoam" and "Debian" in how
 
 
@@ -333,11 +340,11 @@ def test_environment_from_a_bashrc(tmp_path):
     bashrc = tmp_path / "bashrc"
     here = shlex.quote(str(tmp_path))
     bashrc.write_text(f"export WM_PROJECT_DIR={here}\nexport PATH={here}/bin:$PATH\n")
-    env, how = openfoam.openfoam_environment({"bashrc": str(bashrc)})
+    env, how = openfoam_plan.openfoam_environment({"bashrc": str(bashrc)})
     assert env["WM_PROJECT_DIR"] == str(tmp_path)
     assert env["PATH"].startswith(f"{tmp_path}/bin:")
     with pytest.raises(PointFailed, match="simpleFoam not found on PATH"):
-        openfoam.find_tools({"PATH": str(tmp_path)}, ("simpleFoam",))
+        openfoam_plan.find_tools({"PATH": str(tmp_path)}, ("simpleFoam",))
 
 
 @pytest.mark.parametrize(
@@ -351,7 +358,7 @@ def test_environment_from_a_bashrc(tmp_path):
 )
 def test_bad_environment_settings_fail_in_one_line(setting, message):
     with pytest.raises(PointFailed, match=re.escape(message)) as error:
-        openfoam.openfoam_environment(setting)
+        openfoam_plan.openfoam_environment(setting)
     assert "\n" not in str(error.value)
 
 
@@ -367,7 +374,7 @@ def test_a_tier_path_openfoam_refuses_is_not_applicable_naming_the_tier(tmp_path
     assert only["reason"].startswith("OpenFOAM refuses a case path with ")
     assert only["reason"].endswith(": give tier scratch a path without it")
     assert list(tier.iterdir()) == []
-    assert openfoam.case_path_problem("/scratch/a;b:c/ä") is None
+    assert openfoam_usercase.case_path_problem("/scratch/a;b:c/ä") is None
 
 
 # ------------------------------------------------------------------ the real solver
@@ -388,7 +395,7 @@ def solver():
 def case_tier(path: Path) -> Path:
     """``path`` as the real solver's tier, or a skip outside CI where OpenFOAM refuses it
     (a TMPDIR with a space); in CI the test runs and says so."""
-    problem = openfoam.case_path_problem(path)
+    problem = openfoam_usercase.case_path_problem(path)
     if problem:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{problem}; in CI the real solver must run: set TMPDIR without it")
@@ -496,7 +503,7 @@ def test_real_solver_started_from_a_folder_with_a_space(solver, tmp_path, monkey
     assert values(record)["files_created"] == 9 * 2
     bashrc = tmp_path / "bashrc"
     bashrc.write_text("cd /\n")
-    env, _ = openfoam.openfoam_environment({"bashrc": str(bashrc)})
+    env, _ = openfoam_plan.openfoam_environment({"bashrc": str(bashrc)})
     assert "PWD" not in env
 
 

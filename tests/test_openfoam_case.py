@@ -19,7 +19,7 @@ from tierbench import fidelity, foamcase, matrix, needs, preflight
 from tierbench.answer import answers
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
-from tierbench.workloads import openfoam, openfoam_usercase, registry
+from tierbench.workloads import openfoam, openfoam_plan, openfoam_usercase, registry
 
 TUTORIALS = Path(openfoam.TUTORIALS)
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
@@ -240,7 +240,7 @@ def test_with_a_case_the_settings_a_study_leaves_out_are_the_cases_own():
     }
     assert matrix.complete("openfoam", {})["write_interval"] == 1  # the duct's, as before
     with pytest.raises(ValueError, match="'case' keeps a case's own setting, and no case"):
-        openfoam.check_params(matrix.complete("openfoam", {"steps": "case"}))
+        openfoam_plan.check_params(matrix.complete("openfoam", {"steps": "case"}))
 
 
 def test_a_folder_without_controlDict_stops_the_study_in_one_line(tmp_path):
@@ -276,11 +276,11 @@ def test_a_case_without_mesh_runs_when_its_preparation_makes_one(tmp_path):
     case = styled_case(tmp_path)
     foamcase.edit_control(case, {"deltaT": 0.001})
     with pytest.raises(ValueError, match="no system/blockMeshDict: name what meshes it in prepare"):
-        openfoam.check_params(point(case, steps=10))
+        openfoam_plan.check_params(point(case, steps=10))
     params = point(case, steps=10, prepare="snappyHexMesh -overwrite")
-    openfoam.check_params(params)
+    openfoam_plan.check_params(params)
     plan = openfoam_usercase.case_plan(params)
-    assert plan.cells is None and openfoam.runtime_s(params) == openfoam.SOLVER_TIMEOUT_S
+    assert plan.cells is None and openfoam_plan.runtime_s(params) == openfoam_plan.SOLVER_TIMEOUT_S
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,7 @@ def test_a_case_that_cannot_run_or_be_planned_says_why(tmp_path, edit, message):
         text = (case / foamcase.CONTROL).read_text()
         (case / foamcase.CONTROL).write_text(text.replace("application", "// application"))
     with pytest.raises(ValueError, match=re.escape(message)):
-        openfoam.check_params(point(case))
+        openfoam_plan.check_params(point(case))
 
 
 def test_a_case_larger_than_max_bytes_is_caught_by_the_preflight(tmp_path):
@@ -315,7 +315,7 @@ def test_a_case_larger_than_max_bytes_is_caught_by_the_preflight(tmp_path):
     big = case / "constant/boundaryData.bin"
     big.write_bytes(b"\0" * 3_000_000)
     params = point(case, steps=10, write_interval=5, ensemble=2)
-    planned = openfoam.planned_bytes(params)
+    planned = openfoam_plan.planned_bytes(params)
     assert planned >= 2 * 3_000_000  # every member's copy of the case
     tier = tmp_path / "tier"
     spec = {
@@ -502,9 +502,9 @@ def test_the_run_functions_stand_in_only_where_the_installation_has_none(tmp_pat
     env = openfoam.run_functions_env({"WM_PROJECT_DIR": str(project)}, tmp_path / "view")
     view = Path(env["WM_PROJECT_DIR"])
     assert view == tmp_path / "view" and (view / "etc").resolve() == project / "etc"
-    assert (view / openfoam.RUN_FUNCTIONS).read_text() == openfoam.STAND_IN.read_text()
-    (project / openfoam.RUN_FUNCTIONS).parent.mkdir(parents=True)
-    (project / openfoam.RUN_FUNCTIONS).write_text("# the installation's own\n")
+    assert (view / openfoam_plan.RUN_FUNCTIONS).read_text() == openfoam_plan.STAND_IN.read_text()
+    (project / openfoam_plan.RUN_FUNCTIONS).parent.mkdir(parents=True)
+    (project / openfoam_plan.RUN_FUNCTIONS).write_text("# the installation's own\n")
     assert openfoam.run_functions_env({"WM_PROJECT_DIR": str(project)}, tmp_path / "v2") == {
         "WM_PROJECT_DIR": str(project)
     }

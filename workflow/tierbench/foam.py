@@ -136,7 +136,7 @@ V1912_BANNER = (
 )
 V1912_SEPARATOR = SEPARATOR[:-1]  # v1912: the line, then each file's own blank line
 V1912_FOOTER = "\n" + FOOTER  # after a dictionary's last entry: two blank lines, the line
-#: the duct case's uniform boundary values (``openfoam.FLOW``: inflow 1 m/s, k, omega)
+#: the duct case's uniform boundary values (``openfoam_plan.FLOW``: inflow 1 m/s, k, omega)
 CASE_VALUES = {"U": "(1 0 0)", "k": "0.00375", "omega": "16", "p": "0", "phi": "0"}
 #: a value per face (a nonuniform list)
 LIST = "list"

@@ -16,7 +16,7 @@ from ..records import utc_now
 from ..rundir import RunFolder
 from ..schemas import complete, schema_defaults
 from ..units import parse_size
-from . import openfoam
+from . import openfoam, openfoam_plan
 from .cfd_launch import (
     check_write_interval,
 )
@@ -52,7 +52,7 @@ def check_params(params: dict) -> None:
     check_write_interval(params)
     if with_defaults(params)["compute_per_cell_step"] == compute.FROM_APPLICATION:
         # the application must be able to mesh this shape
-        openfoam.check_params(application_params(params))
+        openfoam_plan.check_params(application_params(params))
 
 
 def compute_target(params: dict) -> float | None:

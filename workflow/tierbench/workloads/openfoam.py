@@ -88,7 +88,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import socket
@@ -100,25 +99,19 @@ import time
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from statistics import mean
-from string import Template
 
 from .. import foamcase, syscalls
 from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
-from ..foam import block_shape
 from ..job import Job
 from ..records import metric
-from ..schemas import schema_defaults
 from . import Tool, Workload
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
     OPEN_MPI_LAUNCHERS,
     SESSION_VARS,
     alone_first,
-    check_write_interval,
     copy_output,
-    error_of_mean,
     launch_command,
     launch_env,
     member_nodes,
@@ -138,254 +131,44 @@ from .openfoam_log import (
     step_statistics,
     writing_steps,
 )
+from .openfoam_plan import (
+    DEBIAN_PROJECT_DIR,
+    PROJECT_VIEW,
+    RUN_FUNCTIONS,
+    SOLVER_TIMEOUT_S,
+    STAND_IN,
+    check_params,
+    find_tools,
+    kept_writes,
+    mesh,
+    openfoam_environment,
+    planned_bytes,
+    runtime_s,
+    tasks,
+    with_defaults,
+    write_case,
+    write_interval,
+)
+from .openfoam_results import (
+    case_record,
+    check_writes,
+    describe,
+    ensemble_metrics,
+    overlap,
+    preprocessing_metrics,
+    rank_hosts,
+)
 from .openfoam_tree import (
     per_rank_layout,
     tree,
     write_tree,
 )
 from .openfoam_usercase import (
-    BYTES_PER_RANK_WRITE,
-    OVERRIDABLE,
     OWN,
     CasePlan,
+    case_path_problem,
     case_plan,
-    check_measured_steps,
 )
-
-CASE_TEMPLATE = Path(__file__).resolve().parent / "openfoam_case"
-#: where an OpenFOAM installation keeps the functions its tutorials' Allrun scripts source
-RUN_FUNCTIONS = Path("bin/tools/RunFunctions")
-#: tierbench's stand-in for them, where the installation has none (Debian's)
-STAND_IN = Path(__file__).resolve().parent / "openfoam_tools" / "RunFunctions"
-#: the installation's folder with the stand-in added, in a job's run folder
-PROJECT_VIEW = "openfoam_project"
-DEBIAN_PROJECT_DIR = "/usr/share/openfoam"
-INSTALL_HINT = "apt-get install openfoam (Debian/Ubuntu), or 'openfoam' in the hardware file"
-DEFAULTS = schema_defaults("openfoam")
-#: a block of one rank's cells may be at most this many times longer than wide
-MAX_ASPECT = 16
-#: the duct's larger cross-section side (m), inflow velocity (m/s), viscosity (m2/s):
-#: Re = 1e4; k and omega from 5 % turbulence intensity and a 7 mm mixing length
-DUCT_SIDE = 0.1
-FLOW = {"velocity": 1, "nu": 1e-05, "k": 0.00375, "omega": 16}
-SOLVER_TIMEOUT_S = 3600.0
-
-
-def with_defaults(params: dict) -> dict:
-    return {**DEFAULTS, **params}
-
-
-def write_interval(params: dict) -> int | None:
-    """Iterations between writes, or None for the no-I/O baseline."""
-    value = params["write_interval"]
-    return None if value == "none" else int(value)
-
-
-def write_steps(params: dict) -> list[int]:
-    """The iterations that write (controlDict: writeControl timeStep)."""
-    interval = write_interval(params)
-    return [] if interval is None else list(range(interval, params["steps"] + 1, interval))
-
-
-# ------------------------------------------------------------------ case
-
-
-def aspect(shape: tuple[int, int, int]) -> float:
-    return max(shape) / min(shape)
-
-
-def nearby_blockable(cells: int) -> int:
-    """The nearest cell count whose block is no longer than MAX_ASPECT (for the error)."""
-    for offset in range(1, cells):
-        for candidate in (cells - offset, cells + offset):
-            if candidate >= 1 and aspect(block_shape(candidate)) <= MAX_ASPECT:
-                return candidate
-    return cells
-
-
-def mesh(params: dict) -> dict:
-    """The duct's cell counts and size: ranks slabs of one rank's block along x, cubic cells."""
-    p = with_defaults(params)
-    x, y, z = block_shape(p["cells_per_rank"])
-    h = DUCT_SIDE / max(y, z)
-    nx = x * p["ranks"]
-    return {
-        "nx": nx,
-        "ny": y,
-        "nz": z,
-        "length": _number(nx * h),
-        "height": _number(y * h),
-        "width": _number(z * h),
-    }
-
-
-def _number(value: float) -> str:
-    return f"{value:.9g}"
-
-
-def case_values(params: dict) -> dict:
-    """Every ``$name`` the case templates use, from the point's parameters."""
-    p = with_defaults(params)
-    interval = write_interval(p)
-    return {
-        **mesh(p),
-        **{name: _number(value) for name, value in FLOW.items()},
-        "ranks": p["ranks"],
-        "steps": p["steps"],
-        # no writes: a write interval longer than the run, so no iteration is a write time
-        "write_interval": p["steps"] + 1 if interval is None else interval,
-        "purge_write": p["purge_write"],
-        "write_format": p["write_format"],
-    }
-
-
-def case_files(params: dict) -> dict[str, str]:
-    """The case's files (relative path -> text), rendered from the templates."""
-    values = case_values(params)
-    files = {}
-    for path in sorted(CASE_TEMPLATE.rglob("*")):
-        if path.is_file():
-            rel = path.relative_to(CASE_TEMPLATE).as_posix()
-            files[rel] = Template(path.read_text()).substitute(values)
-    return files
-
-
-def write_case(folder: Path, params: dict) -> None:
-    for rel, text in case_files(params).items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-
-
-# ------------------------------------------------------------------ params and estimates
-
-
-def check_params(params: dict) -> None:
-    """What the schema cannot say: the run must write, measure, and make a proper block
-    (the duct), or the case must be a case this workload can run."""
-    p = with_defaults(params)
-    if p["case"] is not None:
-        case_plan(p)
-        return
-    if p["prepare"] is not None:
-        raise ValueError("prepare: the generated duct prepares itself; it is for a case of yours")
-    own = [name for name in OVERRIDABLE if p[name] == OWN]
-    if own:
-        raise ValueError(
-            f"{', '.join(own)}: 'case' keeps a case's own setting, and no case is given "
-            "(parameter case: a case folder)"
-        )
-    check_write_interval(p, "iteration")
-    check_measured_steps(p["steps"], p["warmup_steps"])
-    shape = block_shape(p["cells_per_rank"])
-    if aspect(shape) > MAX_ASPECT:
-        raise ValueError(
-            f"cells_per_rank {p['cells_per_rank']} only makes a block of "
-            f"{' x '.join(map(str, shape))} cells, more than {MAX_ASPECT} times longer than "
-            f"wide; choose a number with more factors, e.g. "
-            f"{nearby_blockable(p['cells_per_rank'])}"
-        )
-
-
-#: bytes per cell per write, binary: U 3 doubles, p k omega nut 1, phi ~3 faces per cell
-BYTES_PER_CELL = {"binary": 80, "ascii": 160}
-
-
-def bytes_per_write(params: dict) -> int:
-    """An estimate of the bytes all ranks of all members write at one write time."""
-    p = with_defaults(params)
-    if p["case"] is not None:
-        return case_plan(p).bytes_per_write(p["ranks"], p["ensemble"])
-    per_rank = p["cells_per_rank"] * BYTES_PER_CELL[p["write_format"]] + BYTES_PER_RANK_WRITE
-    return per_rank * p["ranks"] * p["ensemble"]
-
-
-def kept_writes(writes: int, purge: int | None) -> int:
-    """Time folders on the tier at once: with purgeWrite N the newest is written before
-    the oldest is removed."""
-    return writes if not purge else min(writes, purge + 1)
-
-
-def planned_bytes(params: dict) -> int:
-    """Bytes on the tier at the peak: the mesh and initial fields, and every kept time folder.
-
-    The duct holds the undecomposed mesh and fields and the decomposed copy
-    (about twice one write each, counting the mesh as a write). A case adds
-    its own files, copied for every member, and may be meshed here (a write's
-    worth more).
-    """
-    p = with_defaults(params)
-    if p["case"] is None:
-        return (kept_writes(len(write_steps(p)), p["purge_write"]) + 4) * bytes_per_write(p)
-    plan = case_plan(p)
-    kept = kept_writes(plan.writes, plan.purge)
-    return plan.size * p["ensemble"] + (kept + 3) * plan.bytes_per_write(p["ranks"], p["ensemble"])
-
-
-def tasks(params: dict) -> int:
-    """MPI tasks of the job: every rank of every member runs at once."""
-    return int(params["ranks"]) * int(with_defaults(params)["ensemble"])
-
-
-def runtime_s(params: dict) -> float:
-    """A generous guess: 20 us per cell and iteration on one core, plus start-up."""
-    p = with_defaults(params)
-    runs = p["ensemble"] + alone_first(p)  # member 0 alone first, then the ensemble
-    if p["case"] is None:
-        return 30 + 20e-6 * p["cells_per_rank"] * p["steps"] * runs
-    plan = case_plan(p)
-    if plan.cells is None:  # its preparation makes the mesh: only a generous limit is known
-        return SOLVER_TIMEOUT_S
-    return 60 + 20e-6 * plan.cells * plan.estimated_steps * runs
-
-
-# ------------------------------------------------------------------ the environment
-
-
-def openfoam_environment(setting: dict | None, base: dict | None = None) -> tuple[dict, str]:
-    """The environment OpenFOAM's tools run in, and how it was made (for the record).
-
-    Without PWD: OpenFOAM takes it as a file name before it looks at the folder it
-    runs in, and refuses it with a space ("/tmp/x y", where snakemake was started):
-    blockMesh then stopped on a case whose own path was fine.
-    """
-    base = {k: v for k, v in (os.environ if base is None else base).items() if k != "PWD"}
-    if not setting:
-        base.setdefault("WM_PROJECT_DIR", DEBIAN_PROJECT_DIR)
-        return base, f"Debian's (WM_PROJECT_DIR={base['WM_PROJECT_DIR']}, tools on PATH)"
-    unknown = set(setting) - {"bashrc", "module"}
-    if unknown or len(setting) != 1:
-        raise PointFailed(
-            f"openfoam setting {setting!r}: give exactly one of 'bashrc' (a path) or 'module'"
-        )
-    if "bashrc" in setting:
-        bashrc = str(setting["bashrc"])
-        if not os.path.isfile(bashrc):
-            raise PointFailed(f"openfoam bashrc {bashrc} does not exist")
-        script, how = f"source {shlex.quote(bashrc)} >/dev/null 2>&1", f"bashrc {bashrc}"
-    else:
-        modules = setting["module"]
-        modules = [modules] if isinstance(modules, str) else list(modules)
-        script = "module load " + " ".join(map(shlex.quote, modules)) + " >&2"
-        how = f"module load {' '.join(modules)}"
-    done = subprocess.run(
-        ["bash", "-lc", f"{script} && env -0"], capture_output=True, env=base, timeout=120
-    )
-    if done.returncode != 0:
-        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise PointFailed(f"openfoam {how} failed: {last[-300:]}")
-    env = dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
-    env.pop("PWD", None)  # bash sets it again
-    return env, how
-
-
-def find_tools(env: dict, names: tuple[str, ...]) -> dict[str, str]:
-    found = {name: shutil.which(name, path=env.get("PATH")) for name in names}
-    missing = [name for name, path in found.items() if path is None]
-    if missing:
-        raise PointFailed(f"{', '.join(missing)} not found on PATH; install: {INSTALL_HINT}")
-    return found
-
 
 # ------------------------------------------------------------------ the run
 
@@ -718,22 +501,6 @@ def stop(members: list[Member]) -> None:
             shutil.rmtree(member.session, ignore_errors=True)
 
 
-#: the nodes of a parallel run in the solver's log header: ``Hosts :`` then ``(node ranks)``
-HOSTS = re.compile(r"^Hosts\s*:\s*\n\(\s*\n(.*?)\n\)", re.MULTILINE | re.DOTALL)
-#: a serial run's one node
-HOST = re.compile(r"^Host\s*:\s*\"?([^\s\"]+)", re.MULTILINE)
-
-
-def rank_hosts(text: str) -> list[str]:
-    """The nodes the solver's ranks ran on, as its log header names them."""
-    found = HOSTS.search(text)
-    if found:
-        rows = (line.strip().strip("()").split() for line in found.group(1).splitlines())
-        return sorted({row[0] for row in rows if row})
-    host = HOST.search(text)
-    return [host.group(1)] if host else []
-
-
 def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solver) -> dict:
     """One member's statistics and what it wrote; PointFailed ending with the solver's
     last lines where it failed."""
@@ -763,95 +530,6 @@ def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solve
         "ended_s": round(member.ended, 4),
         "hosts": rank_hosts(text),
     }
-
-
-def check_writes(results: list[dict], purge: int | None, strict: bool = True) -> None:
-    """The files the run must have made: none without writes, every write time's otherwise.
-
-    ``purge`` None: not known (a case's own purgeWrite, computed as it is read):
-    the kept time folders are not checked. ``strict`` (the duct): every write
-    time holds the same tree.
-    """
-    for i, r in enumerate(results):
-        tree_ = r["tree"]
-        written = tree_["totals"]["files"] + tree_["totals"]["dirs"]
-        if not r["writes"] and strict and written:
-            raise PointFailed(
-                f"member {i} wrote {tree_['totals']['files']:.0f} files in a run without writes"
-            )
-        kept_expected = min(r["writes"], purge) if purge else r["writes"]
-        if purge is not None and len(tree_["kept_times"]) != kept_expected:
-            raise PointFailed(
-                f"member {i} kept time folders {tree_['kept_times']}, expected {kept_expected}"
-            )
-        counts = {(t["files"], t["dirs"]) for t in tree_["per_kept_time"].values()}
-        if strict and len(counts) > 1:
-            raise PointFailed(f"member {i} wrote different trees at different times: {counts}")
-
-
-def ensemble_metrics(results: list[dict]) -> list[dict]:
-    """Ensemble means of the members' times; totals of bytes, files and folders.
-
-    Names and meanings are those of cfd_proxy where they agree. Per write:
-    per write time of one run (bytes: of all members together; files and
-    folders: of one writer, a rank's processor folder or the collated one).
-    """
-
-    def avg(key: str) -> float | None:
-        values = [r["steps"][key] for r in results if key in r["steps"]]
-        if key.endswith("_se") and values:  # of the members' mean
-            return error_of_mean(values)
-        return sum(values) / len(values) if values else None
-
-    found = [
-        metric(name, avg(name), "s")
-        for name in (
-            "time_per_step", "time_per_step_median", "cpu_time_per_step",
-            "cpu_time_per_step_median", "run_time", "time_per_step_write",
-            "time_per_step_nowrite", "write_cost", "write_cost_se",
-        )
-        if avg(name) is not None
-    ]  # fmt: skip
-    found.append(
-        metric("time_per_step_max_member", max(r["steps"]["time_per_step"] for r in results), "s")
-    )
-    totals = {k: sum(r["tree"]["totals"][k] for r in results) for k in ("files", "dirs", "bytes")}
-    found += [
-        metric("bytes_written", totals["bytes"], "B"),
-        metric("files_created", totals["files"], "files"),
-        metric("dirs_created", totals["dirs"], "dirs"),
-    ]
-    writes = sum(r["writes"] for r in results)
-    if writes:
-        writers = len(per_rank_layout(results[0]["tree"]["sample"], False)["writers"])
-        per = writes * max(writers, 1)
-        found += [
-            metric("bytes_per_write", totals["bytes"] * len(results) / writes, "B"),
-            metric("files_per_write", totals["files"] / per, "files"),
-            metric("dirs_per_write", totals["dirs"] / per, "dirs"),
-        ]
-    return found
-
-
-def overlap(results: list[dict]) -> float:
-    """Share of the longest member's run during which every member was running."""
-    start = max(r["started_s"] for r in results)
-    end = min(r["ended_s"] for r in results)
-    longest = max(r["ended_s"] - r["started_s"] for r in results)
-    return max(0.0, end - start) / longest if longest > 0 else 0.0
-
-
-def case_path_problem(path: str | os.PathLike) -> str | None:
-    """Why OpenFOAM cannot run a case in ``path``, or None.
-
-    Its fileName refuses whitespace and quotes, the working folder's too: blockMesh
-    in ``/tmp/a dir/case`` stops with only "For debug level (= 2) > 1 this is
-    considered fatal".
-    """
-    bad = sorted({c for c in str(path) if c.isspace() or c in "'\""})
-    if not bad:
-        return None
-    return f"OpenFOAM refuses a case path with {' or '.join(map(repr, bad))}, as in {path}"
 
 
 def run(job: Job) -> list[dict]:
@@ -979,55 +657,6 @@ def prepared_cells(job: Job, case: Path, p: dict, plan: CasePlan) -> None:
         kept = kept_writes(plan.writes, plan.purge)
         writes = (kept + 3) * meshed.bytes_per_write(p["ranks"], p["ensemble"])
         job.folder.ensure_space(plan.size * p["ensemble"] + writes, job.max_bytes)
-
-
-def describe(p: dict, plan: CasePlan | None) -> str:
-    """The point in one line of the job's log."""
-    if plan is None:
-        layout = mesh(p)
-        return (
-            f"{p['cells_per_rank']} cells per rank (duct {layout['nx']} x {layout['ny']} x "
-            f"{layout['nz']}), {p['steps']} iterations, write interval {p['write_interval']}, "
-            f"{p['file_handler']}, {p['write_format']}, purgeWrite {p['purge_write']}"
-        )
-    steps = plan.steps if plan.steps is not None else "the case's own"
-    cells = f"{plan.cells} cells" if plan.cells is not None else "cells as prepared"
-    prepare = "; ".join(shlex.join(argv) for _, argv in plan.prepare) or "nothing"
-    return (
-        f"case {plan.folder} ({cells}), prepared by {prepare}, {steps} time steps, "
-        f"writes {plan.write[0]} "
-        f"{plan.write[1] if plan.write[1] is not None else ''}, {plan.write_format}, "
-        f"purgeWrite {plan.purge}; controlDict set: {plan.entries or 'nothing'}"
-    )
-
-
-def case_record(plan: CasePlan) -> dict:
-    """What the job's record says of the case it ran."""
-    return {
-        "folder": str(plan.folder.resolve()),
-        "application": plan.application,
-        "cells": plan.cells,
-        "steps": plan.steps,
-        "write": [plan.write[0], None if plan.write[1] is None else str(plan.write[1])],
-        "controlDict_set": {
-            k: v if not isinstance(v, Decimal) else str(v) for k, v in plan.entries.items()
-        },
-        "size_bytes": plan.size,
-        "prepare": [shlex.join(argv) for _, argv in plan.prepare],
-    }
-
-
-def preprocessing_metrics(preprocessing: list[dict]) -> list[dict]:
-    """The times of what ran before the solver, each member's mean: the case's copy onto
-    the tier, blockMesh or the study's ``prepare`` (its commands together), decomposePar
-    (a step that did not run has no metric)."""
-    names = {"copy": "case_copy_time", "blockMesh": "blockmesh_time"}
-    names.update(prepare="prepare_time", decomposePar="decompose_time")
-    return [
-        metric(name, mean(t[step] for t in preprocessing), "s")
-        for step, name in names.items()
-        if step in preprocessing[0]
-    ]
 
 
 #: where Debian's openfoam-examples installs the tutorial cases

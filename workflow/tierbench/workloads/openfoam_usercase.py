@@ -4,6 +4,7 @@ tools it names), how many steps it runs and which of them write, from its contro
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from decimal import Decimal
@@ -213,3 +214,16 @@ def _time_name(number: Decimal | None) -> str | None:
     if number is None:
         return None
     return str(_decimal_value(number))
+
+
+def case_path_problem(path: str | os.PathLike) -> str | None:
+    """Why OpenFOAM cannot run a case in ``path``, or None.
+
+    Its fileName refuses whitespace and quotes, the working folder's too: blockMesh
+    in ``/tmp/a dir/case`` stops with only "For debug level (= 2) > 1 this is
+    considered fatal".
+    """
+    bad = sorted({c for c in str(path) if c.isspace() or c in "'\""})
+    if not bad:
+        return None
+    return f"OpenFOAM refuses a case path with {' or '.join(map(repr, bad))}, as in {path}"

@@ -134,10 +134,10 @@ def planned_bytes(params: dict) -> int:
     p = with_defaults(params)
     if p["case"] == "cfd_proxy":
         return proxy_case_bytes(p)
-    from . import openfoam
+    from . import openfoam_plan
 
     # the mesh and initial fields, undecomposed and decomposed: about 4 writes' worth
-    return 4 * openfoam.bytes_per_write(openfoam_params(p))
+    return 4 * openfoam_plan.bytes_per_write(openfoam_params(p))
 
 
 def nodes(params: dict) -> int:
@@ -152,24 +152,24 @@ def runtime_s(params: dict) -> float:
 
 def openfoam_params(p: dict) -> dict:
     """The openfoam workload's parameters of the case: its shape, one member."""
-    from . import openfoam
+    from . import openfoam_plan
 
     shape = {key: p[key] for key in ("ranks", "cells_per_rank", "write_format")}
-    return openfoam.with_defaults({**shape, "ensemble": 1, "file_handler": "uncollated"})
+    return openfoam_plan.with_defaults({**shape, "ensemble": 1, "file_handler": "uncollated"})
 
 
 def check_params(params: dict) -> None:
     """A real case needs a block blockMesh can mesh (openfoam's rule)."""
     p = with_defaults(params)
     if p["case"] == "openfoam":
-        from . import openfoam
+        from . import openfoam_plan
 
-        shape = openfoam.block_shape(p["cells_per_rank"])
-        if openfoam.aspect(shape) > openfoam.MAX_ASPECT:
+        shape = foam.block_shape(p["cells_per_rank"])
+        if openfoam_plan.aspect(shape) > openfoam_plan.MAX_ASPECT:
             raise ValueError(
                 f"case openfoam: cells_per_rank {p['cells_per_rank']} only makes a block of "
-                f"{' x '.join(map(str, shape))} cells, more than {openfoam.MAX_ASPECT} times "
-                f"longer than wide; e.g. {openfoam.nearby_blockable(p['cells_per_rank'])}"
+                f"{' x '.join(map(str, shape))} cells, more than {openfoam_plan.MAX_ASPECT} times "
+                f"longer than wide; e.g. {openfoam_plan.nearby_blockable(p['cells_per_rank'])}"
             )
 
 
@@ -226,11 +226,11 @@ def build_proxy_case(case: Path, params: dict) -> None:
 
 def build_openfoam_case(job: Job, case: Path, params: dict) -> dict:
     """A real case: the openfoam workload's duct, meshed and decomposed; the tools' times."""
-    from . import openfoam
+    from . import openfoam, openfoam_plan
 
-    env, how = openfoam.openfoam_environment(job.spec.get("openfoam"))
+    env, how = openfoam_plan.openfoam_environment(job.spec.get("openfoam"))
     try:
-        openfoam.find_tools(env, ("blockMesh", "decomposePar"))
+        openfoam_plan.find_tools(env, ("blockMesh", "decomposePar"))
     except PointFailed as error:
         raise PointSkipped(f"case openfoam: {error}") from None
     job.extra["openfoam_env"] = how
