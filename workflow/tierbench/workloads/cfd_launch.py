@@ -26,10 +26,16 @@ OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
 SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
 
 
+def write_interval(params: dict) -> int | None:
+    """Steps (iterations) between writes, or None for the no-I/O baseline (``none``)."""
+    value = params["write_interval"]
+    return None if value == "none" else int(value)
+
+
 def check_write_interval(params: dict, step: str = "step") -> None:
     """A write interval longer than the run would write nothing: a cross-field rule."""
-    interval, steps = params["write_interval"], params["steps"]
-    if interval != "none" and interval > steps:
+    interval, steps = write_interval(params), params["steps"]
+    if interval is not None and interval > steps:
         raise ValueError(
             f"write_interval {interval} is longer than the run (steps {steps}): "
             f"no {step} would write"

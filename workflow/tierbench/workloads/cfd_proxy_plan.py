@@ -19,6 +19,7 @@ from ..units import parse_size
 from . import openfoam, openfoam_plan
 from .cfd_launch import (
     check_write_interval,
+    write_interval,
 )
 
 #: the schema's defaults, for callers that pass a point's parameters as written
@@ -30,12 +31,6 @@ APPLICATION_TIMINGS = 3
 
 def with_defaults(params: dict) -> dict:
     return {**DEFAULTS, **params}
-
-
-def write_interval(params: dict) -> int | None:
-    """Steps between writes, or None for the no-I/O baseline."""
-    value = params["write_interval"]
-    return None if value == "none" else int(value)
 
 
 def cells_per_rank(params: dict) -> int:

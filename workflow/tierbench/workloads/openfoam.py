@@ -118,6 +118,7 @@ from .cfd_launch import (
     page_cache_rule,
     spans_nodes,
     under_slurm,
+    write_interval,
 )
 from .openfoam_log import (
     EXECUTION_LINE,
@@ -147,7 +148,6 @@ from .openfoam_plan import (
     tasks,
     with_defaults,
     write_case,
-    write_interval,
 )
 from .openfoam_results import (
     case_record,

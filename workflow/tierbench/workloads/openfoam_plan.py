@@ -18,6 +18,7 @@ from ..schemas import schema_defaults
 from .cfd_launch import (
     alone_first,
     check_write_interval,
+    write_interval,
 )
 from .openfoam_usercase import (
     BYTES_PER_RANK_WRITE,
@@ -48,12 +49,6 @@ SOLVER_TIMEOUT_S = 3600.0
 
 def with_defaults(params: dict) -> dict:
     return {**DEFAULTS, **params}
-
-
-def write_interval(params: dict) -> int | None:
-    """Iterations between writes, or None for the no-I/O baseline."""
-    value = params["write_interval"]
-    return None if value == "none" else int(value)
 
 
 def write_steps(params: dict) -> list[int]:
