@@ -44,31 +44,27 @@ def wanting_repetitions(found: list[verdicts.Verdict]) -> list[verdicts.Verdict]
     ]
 
 
-def point_seconds(frame) -> dict[str, float]:
-    """Each point's median time of one measured repetition, by its key in a verdict's points."""
+def measured_runs(frame):
+    """One row per measured repetition, keyed as a verdict names its points
+    (``workload/experiment/tier/point``)."""
     measured = frame[frame["phase"] == "measured"]
     runs = measured.drop_duplicates(["workload", "experiment", "tier", "point", "repetition"])
     keys = runs["workload"] + "/" + runs["experiment"] + "/" + runs["tier"] + "/" + runs["point"]
-    return runs.groupby(keys)["duration_s"].median().to_dict()
+    return runs.assign(key=keys)
 
 
-def repetitions_done(frame) -> dict[str, int]:
-    measured = frame[frame["phase"] == "measured"]
-    runs = measured.drop_duplicates(["workload", "experiment", "tier", "point", "repetition"])
-    keys = runs["workload"] + "/" + runs["experiment"] + "/" + runs["tier"] + "/" + runs["point"]
-    return keys.value_counts().to_dict()
+def added_seconds(plan: dict[str, int], done: dict, seconds: dict) -> float:
+    """Measuring time of the repetitions a plan adds: each point's added ones x its median."""
+    return sum((n - done.get(p, 0)) * seconds.get(p, 0.0) for p, n in plan.items())
 
 
 def within_budget(targets: dict[str, int], done: dict, seconds: dict, budget_s: float) -> dict:
     """The targets cut, all by the same share of their added repetitions, until the added
     round's measuring time (repetitions x each point's median time) fits ``budget_s``."""
-
-    def cost(plan: dict[str, int]) -> float:
-        return sum((n - done.get(p, 0)) * seconds.get(p, 0.0) for p, n in plan.items())
-
-    if cost(targets) <= budget_s:
+    cost = added_seconds(targets, done, seconds)
+    if cost <= budget_s:
         return targets
-    share = budget_s / cost(targets)
+    share = budget_s / cost
     cut = {p: done.get(p, 0) + int((n - done.get(p, 0)) * share) for p, n in targets.items()}
     return {p: n for p, n in cut.items() if n > done.get(p, 0)}
 
@@ -81,7 +77,9 @@ def plan_repetitions(paper: dict, raw: list[str], most: int, budget_s: float | N
     frame = aggregate.load_records(raw)
     summary = aggregate.summarise(frame, noise_threshold=float("inf"))
     found = verdicts.judge(paper, summary, results=frame)
-    done, seconds = repetitions_done(frame), point_seconds(frame)
+    runs = measured_runs(frame)
+    done = runs["key"].value_counts().to_dict()
+    seconds = runs.groupby("key")["duration_s"].median().to_dict()
     targets, repeated, beyond = {}, [], []
     for v in wanting_repetitions(found):
         needed = v.repetitions_needed
@@ -94,7 +92,6 @@ def plan_repetitions(paper: dict, raw: list[str], most: int, budget_s: float | N
         repeated.append({"lesson": v.lesson, "needs": v.needs, "points": v.points,
                          "repetitions_needed": needed})  # fmt: skip
     planned = within_budget(targets, done, seconds, budget_s) if budget_s else targets
-    added_s = sum((n - done.get(p, 0)) * seconds.get(p, 0.0) for p, n in planned.items())
     return {
         "document": paper["document"],
         "max": most,
@@ -103,7 +100,7 @@ def plan_repetitions(paper: dict, raw: list[str], most: int, budget_s: float | N
         "beyond_max": beyond,
         "budget_s": budget_s,
         "cut_to_budget": planned != targets,
-        "added_seconds": round(added_s, 1),
+        "added_seconds": round(added_seconds(planned, done, seconds), 1),
     }
 
 
