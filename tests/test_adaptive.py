@@ -140,3 +140,29 @@ def test_a_budget_that_is_no_duration_stops_the_run():
         matrix.repetition_bounds(study)
     timed = {**study, "repetitions": {"min": 3, "max": 8, "budget": "10 min"}}
     assert matrix.repetition_bounds(timed) == (3, 8)
+
+
+def test_the_report_says_what_the_added_round_did_also_when_the_budget_left_none(tmp_path):
+    from html import unescape
+
+    from conftest import study_for_report
+    from test_report_time import RUNS, records
+    from tierbench import report
+
+    study = tmp_path / "m" / "s"
+    study_for_report(study, records("s", RUNS), ["disk"])
+    verdict = {"lesson": "L", "status": "within_noise", "text": "t"}
+    (study / "verdict.json").write_text(json.dumps({"verdicts": [verdict]}))
+    lesson = {"lesson": "L", "needs": "", "points": ["fio/e/disk/p"], "repetitions_needed": 6}
+    plan = {"max": 8, "lessons": [lesson], "beyond_max": [], "budget_s": 60.0}
+    (study / "repetitions.json").write_text(
+        json.dumps({**plan, "points": {"fio/e/disk/p": 6}, "cut_to_budget": False,
+                    "added_seconds": 90.0})
+    )  # fmt: skip
+    html = unescape(report.render(tmp_path / "m", ["s"], {}))
+    assert "their 1 points ran up to 6 repetitions" in html and "1 min 30 s of measuring" in html
+    (study / "repetitions.json").write_text(
+        json.dumps({**plan, "points": {}, "cut_to_budget": True, "added_seconds": 0.0})
+    )
+    html = unescape(report.render(tmp_path / "m", ["s"], {}))
+    assert "the study's budget of 1 min 00 s left room for no more repetitions (L)" in html
