@@ -24,6 +24,7 @@ from . import __version__, profile, staging
 from .answer import answers
 from .records import utc_now
 from .units import format_size
+from .verdicts import NOT_REPRODUCED, REPRODUCED
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -251,7 +252,7 @@ def lesson_count(contexts: list[dict]) -> dict:
     """How many of the pages' lessons each verdict got: a paper page's first line."""
     statuses = [v["status"] for c in contexts for v in c["verdicts"]]
     counts = {status: statuses.count(status) for status in dict.fromkeys(statuses)}
-    decided = counts.get("reproduced", 0) + counts.get("not_reproduced", 0)
+    decided = counts.get(REPRODUCED, 0) + counts.get(NOT_REPRODUCED, 0)
     return {"total": len(statuses), "decided": decided, "counts": counts}
 
 
