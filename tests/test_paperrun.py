@@ -28,7 +28,7 @@ def commands(monkeypatch):
     """The Snakemake commands main() would start, each as (args, on the cluster)."""
     started = []
     monkeypatch.setattr(
-        paperrun, "snakemake", lambda args, env=None: started.append((args, env is not None))
+        paperrun, "snakemake", lambda args, what, env=None: started.append((args, env is not None))
     )
     return started
 
@@ -87,7 +87,7 @@ def test_the_cluster_runs_document_001_and_is_down_after_also_on_failure(
     assert config_of(cluster_args)["hardware"] == "minicluster"
     assert json.loads(config_of(paper_args)["paper_elsewhere"]) == {"cfd_dcpmm": "minicluster"}
 
-    def fails(args, env=None):
+    def fails(args, what, env=None):
         raise paperrun.Failed("cfd_dcpmm on the cluster", 3)
 
     steps.clear()

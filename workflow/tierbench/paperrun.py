@@ -92,13 +92,12 @@ class Failed(Exception):
         self.returncode = returncode
 
 
-def snakemake(args: list[str], env: dict | None = None) -> None:
-    """Snakemake in the repository; :class:`Failed` when it fails."""
+def snakemake(args: list[str], what: str, env: dict | None = None) -> None:
+    """Snakemake in the repository; :class:`Failed`, naming ``what`` it ran, when it fails."""
     command = [sys.executable, "-m", "snakemake", *args]
     say("snakemake " + " ".join(args))
     done = subprocess.run(command, cwd=REPO, env=env)
     if done.returncode != 0:
-        what = "the paper" if args[0] == "paper" else f"{CLUSTER_STUDY} on the cluster"
         raise Failed(what, done.returncode)
 
 
@@ -124,21 +123,16 @@ def run(argv: list[str]) -> int:
     config, rest = split_config(argv)
     if any(entry.startswith("hardware=") for entry in config):
         # a hardware file of the user's: every document on its tiers, as `snakemake paper`
-        snakemake(["paper", *rest, *config_args(config)])
+        snakemake(["paper", *rest, *config_args(config)], "the paper")
         return 0
     blocker = cluster_blocker()
     if blocker is None:
         with cluster_on_this_machine() as cluster:
             study = REPO / "config/studies" / f"{CLUSTER_STUDY}.yaml"
+            on_cluster = [*config, f"hardware={CLUSTER_MACHINE}"]
             snakemake(
-                [
-                    "--profile",
-                    "slurm",
-                    "--configfile",
-                    str(study),
-                    *rest,
-                    *config_args([*config, f"hardware={CLUSTER_MACHINE}"]),
-                ],  # fmt: skip
+                ["--profile", "slurm", "--configfile", str(study), *rest, *config_args(on_cluster)],
+                f"{CLUSTER_STUDY} on the cluster",
                 env={**os.environ, **cluster.env},
             )
         config.append("paper_elsewhere=" + yaml_value({CLUSTER_STUDY: CLUSTER_MACHINE}))
@@ -149,7 +143,7 @@ def run(argv: list[str]) -> int:
             f"that has one could not start: {blocker}"
         )
         config.append("paper_undecided=" + yaml_value({CLUSTER_STUDY: reason}))
-    snakemake(["paper", *rest, *config_args(config)])
+    snakemake(["paper", *rest, *config_args(config)], "the paper")
     return 0
 
 
