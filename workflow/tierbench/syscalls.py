@@ -27,9 +27,12 @@ also gives the job's profile in the metadata workload's operations
 (:data:`OPERATIONS`): opens with O_CREAT apart from other opens, rmdir apart
 from unlink, a stat of a path apart from one of an open file, and the
 writes by size. ``ops_<phase>`` times the metadata workload's
-``<phase>_cost`` on a tier is what those calls cost the job there. Like the
-table, the profile counts every call of the job's processes, on the tier or
-not (libraries loaded, a log on a pipe).
+``<phase>_cost`` on a tier is what those calls cost the job there. Given the
+job's run folder (``within``), a call whose path is absolute and outside it
+(a library loaded from /usr, /proc) is counted apart, in ``ops_elsewhere``:
+the tier does not answer it. A relative path is the job's own (it runs in its
+run folder). Writes are counted by size whatever file they go to (a log on a
+pipe too): strace names the descriptor, not the file.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ OPERATIONS = (
 )  # fmt: skip
 #: a job's count of an operation is the metric ``ops_<operation>`` (calls)
 OPS_PREFIX = "ops_"
+#: calls of those operations on a path outside the job's run folder (not on its tier)
+ELSEWHERE = f"{OPS_PREFIX}elsewhere"
 #: upper bounds of the write sizes counted apart (bytes a write returned), with their names;
 #: the last class is every write above the last bound
 WRITE_CLASSES = ((512, "512B"), (4096, "4KiB"), (65536, "64KiB"), (1 << 20, "1MiB"))
@@ -105,6 +110,7 @@ _OPENS = ("open", "openat", "openat2")
 _AT_STATS = ("newfstatat", "fstatat64", "statx")
 _WRITES = ("write", "writev", "pwrite64", "pwritev", "pwritev2")
 #: one line of strace -f: its pid, then the call, or a part of it
+_PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. \w+ resumed>(?P<rest>.*)$")
 _UNFINISHED = " <unfinished ...>"
@@ -184,12 +190,29 @@ def write_class(size: int) -> str:
     return f"over_{WRITE_CLASSES[-1][1]}"
 
 
-def profile(text: str) -> dict[str, int]:
+def on_the_tier(args: str, within: tuple[str, ...]) -> bool:
+    """Whether a call's path (its first string argument) is the job's: relative, or under
+    one of ``within``; a call without a path is."""
+    path = _PATH.search(args)
+    if path is None or not path[1].startswith("/"):
+        return True
+    return any(path[1] == top or path[1].startswith(top.rstrip("/") + "/") for top in within)
+
+
+def run_folders(folder) -> tuple[str, ...]:
+    """The run folder as the job's calls may name it: as given and with links resolved."""
+    return tuple(dict.fromkeys([os.path.abspath(folder), os.path.realpath(folder)]))
+
+
+def profile(text: str, within: tuple[str, ...] = ()) -> dict[str, int]:
     """A job's calls from strace -f's output: ``ops_<operation>`` and, per write size,
     ``writes_<class>`` (writes that returned that many bytes) and ``written_<class>``
-    (their bytes); every key present, zero when none."""
+    (their bytes); every key present, zero when none. With ``within`` (the run folder,
+    :func:`run_folders`), operations on paths outside it count in ``ops_elsewhere``."""
     classes = [f"upto_{label}" for _, label in WRITE_CLASSES] + [f"over_{WRITE_CLASSES[-1][1]}"]
     found = {f"{OPS_PREFIX}{op}": 0 for op in OPERATIONS}
+    if within:
+        found[ELSEWHERE] = 0
     found |= {f"{kind}_{c}": 0 for c in classes for kind in ("writes", "written")}
     for name, args, result in calls_of(text):
         if name in _WRITES:
@@ -198,7 +221,9 @@ def profile(text: str) -> dict[str, int]:
                 found[f"written_{write_class(result)}"] += result
             continue
         op = operation(name, args)
-        if op is not None:
+        if op is not None and within and not on_the_tier(args, within):
+            found[ELSEWHERE] += 1
+        elif op is not None:
             found[f"{OPS_PREFIX}{op}"] += 1
     return found
 
@@ -271,8 +296,9 @@ class Tracer:
     """``strace -f -C`` attached to this process from :meth:`start` until :meth:`stop`;
     :attr:`profile` is the job's profile once stopped."""
 
-    def __init__(self, strace: str | None = None):
+    def __init__(self, strace: str | None = None, within: tuple[str, ...] = ()):
         self.strace = strace or shutil.which(STRACE)
+        self.within = within
         self.folder = Path(tempfile.mkdtemp(prefix="tierbench-strace-"))
         self.table_path = self.folder / "table.txt"
         self.stderr_path = self.folder / "stderr.txt"
@@ -319,7 +345,7 @@ class Tracer:
         table = parse_table(text)
         if not table:
             raise NotCounted(f"strace wrote no table: {self._stderr()}")
-        self.profile = profile(text)
+        self.profile = profile(text, self.within)
         return table
 
     def _kill(self) -> None:
@@ -393,10 +419,13 @@ def rank_tables(folder: Path, tasks: int) -> tuple[dict[str, dict] | None, str]:
     return added(*(parse_table(path.read_text(errors="replace")) for path in found)), ""
 
 
-def rank_profiles(folder: Path) -> dict[str, int]:
+def rank_profiles(folder: Path, within: tuple[str, ...] = ()) -> dict[str, int]:
     """The ranks' profiles added up (:func:`rank_tables` says whether every rank is there)."""
     return added_profiles(
-        *(profile(path.read_text(errors="replace")) for path in sorted(folder.glob("rank.*")))
+        *(
+            profile(path.read_text(errors="replace"), within)
+            for path in sorted(folder.glob("rank.*"))
+        )
     )
 
 
@@ -413,7 +442,8 @@ def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
     if outside := outside_the_trace(job.spec):
         job.rank_tables = Path(tempfile.mkdtemp(prefix=".tierbench-strace-", dir=Path.cwd()))
         command += f"; and strace {options} of each rank ({outside})"
-    tracer = Tracer()
+    within = run_folders(job.folder.path) if getattr(job, "folder", None) else ()
+    tracer = Tracer(within=within)
     try:
         job.log(f"counting system calls with {tracer.strace or STRACE} {options} (a slow run)")
         try:
@@ -432,7 +462,7 @@ def counted(job, run: Callable, tasks: int = 1) -> list[dict]:
         if table is not None and outside:
             ranks, failure = rank_tables(job.rank_tables, tasks)
             table = None if ranks is None else added(table, ranks)
-            found = added_profiles(found, rank_profiles(job.rank_tables))
+            found = added_profiles(found, rank_profiles(job.rank_tables, within))
         if table is None:
             job.extra["syscalls"] = {"counted": False, "reason": failure}
             job.log(f"system calls not counted: {failure}")

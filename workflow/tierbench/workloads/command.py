@@ -530,8 +530,9 @@ def traced_argv(strace: str, table: Path, argv: list[str]) -> list[str]:
     return [strace, *syscalls.OPTIONS, "-o", str(table), "--", *argv]
 
 
-def counted_calls(job: Job, strace: str, table: Path) -> list[dict]:
-    """The command's calls as metrics; the table and categories go to the record."""
+def counted_calls(job: Job, strace: str, table: Path, folder: Path) -> list[dict]:
+    """The command's calls as metrics (its operations on paths outside its run ``folder``
+    apart); the table and categories go to the record."""
     text = table.read_text(errors="replace") if table.exists() else ""
     found = syscalls.parse_table(text)
     if not found:
@@ -545,7 +546,7 @@ def counted_calls(job: Job, strace: str, table: Path) -> list[dict]:
         "strace": syscalls.version(strace),
         "categories": syscalls.categorise(found),
         "table": found,
-        "profile": syscalls.profile(text),
+        "profile": syscalls.profile(text, syscalls.run_folders(folder)),
     }
     return syscalls.metrics_of(found) + syscalls.profile_metrics(job.extra["syscalls"]["profile"])
 
@@ -607,7 +608,7 @@ def run(job: Job) -> list[dict]:
         started = traced_argv(strace, table, argv) if strace else argv
         job.log(f"running {shlex.join(argv)} in {folder} (time limit {params['time_limit']:g} s)")
         done = execute(started, folder, env, float(params["time_limit"]))
-        calls = counted_calls(job, strace, table) if strace else []
+        calls = counted_calls(job, strace, table, folder) if strace else []
     if marker is not None:
         keep_marker(folder, marker)
     job.extra["run"] = {k: done[k] for k in ("status", "timed_out", "left_running", "tail")}
