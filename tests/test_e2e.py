@@ -50,11 +50,12 @@ def test_results_csv_has_values_with_units(smoke_run):
     assert set(results.loc[results["repetition"] == 0, "phase"]) == {"warmup"}
     bandwidth = ok[ok["metric"].str.endswith("_bandwidth")]
     assert set(bandwidth["unit"]) == {"MB/s"}
-    # one row per run and metric: 18 fio points and 2 metadata points x 4 repetitions
+    # one row per run and metric: 18 fio points and 4 metadata points (2 tiers, with and
+    # without fsync) x 4 repetitions
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
-    assert len(runs) == (18 + 2) * 4
+    assert len(runs) == (18 + 4) * 4
     costs = ok[ok["metric"].str.endswith("_cost") & (ok["experiment"] == "metadata")]
-    assert set(costs["unit"]) == {"us"} and len(costs) == 2 * 4 * 10  # 8 phases and the tree's
+    assert set(costs["unit"]) == {"us"} and len(costs) == 4 * 4 * 10  # 8 phases and the tree's
 
 
 def test_summary_has_median_and_spread(smoke_run):
@@ -159,3 +160,57 @@ def test_a_second_machine_keeps_both_and_compares(smoke_run):
     assert compared.returncode == 0, compared.stderr
     html = (root / "results/compare.html").read_text()
     assert "testbox" in html and "second" in html and "worst_case" in html
+
+
+def test_a_job_is_predicted_on_every_tier_and_on_a_machine_imported_from_an_export(smoke_run):
+    """Issue 55: the example command, timed and traced, gets prediction.json beside its
+    results: from each tier it was profiled on to the other, checked where it ran, and to
+    the second machine's tiers; an export of that machine imported into another checkout's
+    database is predicted on as well. (After the second machine: it needs its costs.)"""
+    root, _ = smoke_run
+    done = subprocess.run(
+        [*snakemake_command(), "-c2", "--configfile", "config/studies/examples/command.yaml",
+         "--config", "scale=smoke", "repetitions=2"],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads((root / "results/testbox/example_command/prediction.json").read_text())
+    jobs = {(j["experiment"], j["tier"]) for j in found["jobs"]}
+    assert jobs == {("ensemble_setup", "shm"), ("ensemble_setup", "disk")}
+    assert all(j["calls"]["file_create"] > 0 and j["rest"] > 0 for j in found["jobs"])
+    here = {
+        (r["profiled_on"]["tier"], r["tier"]): r for r in found["rows"] if r["machine"] == "testbox"
+    }
+    assert set(here) == {("shm", "disk"), ("disk", "shm")}
+    for row in here.values():
+        assert row["low"] <= row["predicted"] <= row["high"] and row["measured"] > 0
+        assert row["ratio"] == pytest.approx(row["measured"] / row["predicted"], rel=0.05)
+        assert row["check"] in ("holds", "fails", "undecided")
+    assert {r["tier"] for r in found["rows"] if r["machine"] == "second"} == {"shm", "disk"}
+    html = (root / "results/testbox/report.html").read_text()
+    assert "What your job would take on other tiers" in html and 'data-prediction="' in html
+
+    # another checkout: only the second machine's export and this machine's job in its database
+    env = {**os.environ, "PYTHONPATH": str(root / "workflow")}
+
+    def db_cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "tierbench.resultsdb_cli", *args],
+            cwd=root, capture_output=True, text=True, env=env, check=True,
+        )  # fmt: skip
+
+    db_cli("export", "--db", "results/tierbench.sqlite", "--machine", "second",
+           "--out", "results/second.json.gz")  # fmt: skip
+    db_cli("export", "--db", "results/tierbench.sqlite", "--machine", "testbox",
+           "--out", "results/testbox.json.gz")  # fmt: skip
+    db_cli("import", "--db", "results/elsewhere.sqlite", "results/testbox.json.gz")
+    db_cli("import", "--db", "results/elsewhere.sqlite", "results/second.json.gz")
+    predicted = subprocess.run(
+        [sys.executable, "-m", "tierbench.predict", "testbox", "--study", "example_command",
+         "--db", "results/elsewhere.sqlite"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert predicted.returncode == 0, predicted.stderr
+    assert (
+        "second/disk: predicted" in predicted.stdout and "second/shm: predicted" in predicted.stdout
+    )

@@ -38,8 +38,8 @@ LAYERS = (
         "aggregation",
         {
             "aggregate", "intervals", "reference", "fidelity", "fidelity.*", "verdicts", "staging",
-            "lesson_data",
-            "adaptive", "answer", "profile", "resultsdb", "resultsdb_cli", "resultsdb_export",
+            "lesson_data", "adaptive", "answer", "profile", "predict",
+            "resultsdb", "resultsdb_cli", "resultsdb_export",
         },
     ),
     ("report", {"report", "compare", "plotting", "figures", "figures.*", "workload_docs"}),

@@ -238,6 +238,7 @@ def test_ranks_outside_the_runner_are_each_traced_on_their_own(tmp_path, monkeyp
         return note["table"]["mkdir"]["calls"] - note["table"]["mkdir"]["errors"]
 
     assert made(writing) - made(quiet) == 2 * 3 * 3
+
     # the ranks' profiles are added up too: the writes' mkdir calls, made or found there, all
     # on the tier (MPI's own, in its session folder elsewhere, are in both runs)
     def calls(note):

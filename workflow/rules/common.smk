@@ -225,6 +225,14 @@ def traced_records(wildcards):
     )
 
 
+def predicts(study):
+    """Does the study time and trace a job (tierbench.predict: its time on other tiers)?"""
+    experiments = STUDIES[study]["experiments"]
+    traced = {e["workload"] for e in experiments if e.get("count_syscalls")}
+    timed = {e["workload"] for e in experiments if not e.get("count_syscalls")}
+    return any(WORKLOADS[w].run_time for w in traced & timed)
+
+
 def fidelity_of(wildcards):
     """A study's fidelity.json where it runs a proxy beside its application; else none."""
     if holds_a_pair(wildcards.study):
@@ -382,6 +390,7 @@ def report_inputs(studies, elsewhere=None):
             f"{out(s)}/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
         ],
         "fidelity": [f"{out(s)}/{s}/fidelity.json" for s in studies if holds_a_pair(s)],
+        "predictions": [f"{out(s)}/{s}/prediction.json" for s in studies if predicts(s)],
         "repetitions": [
             f"{out(s)}/{s}/repetitions.json"
             for s in studies

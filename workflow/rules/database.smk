@@ -3,6 +3,7 @@
 
 localrules:
     record_run,
+    predict,
 
 
 rule record_run:
@@ -42,3 +43,21 @@ rule record_run:
         " --noise-threshold {params.noise} --results {input.results}"
         " --summary {input.summary} {params.verdict} --provenance {input.tiers}"
         " --nodes {input.nodes} --out {output} {input.raw} 2> {log}"
+
+
+rule predict:
+    """The study's jobs on every tier of every machine in the database, from their profile
+    and each tier's costs (tierbench.predict); checked where they ran."""
+    input:
+        f"{OUT}/{{study}}/run.json",
+    output:
+        f"{OUT}/{{study}}/prediction.json",
+    log:
+        f"{OUT}/{{study}}/logs/predict.log",
+    conda:
+        "../../envs/python.yaml"
+    params:
+        db=DATABASE,
+    shell:
+        "python -m tierbench.predict --db {params.db:q} --run-json {input} --out {output}"
+        " 2> {log}"

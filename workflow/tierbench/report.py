@@ -223,6 +223,8 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
         "fidelity": read_json(study_dir / "fidelity.json", {}).get("proxies", []),
         # a job of the user's beside the documents' applications and proxies
         "profiles": profile.profiles(summary),
+        # the same job on tiers it did not run on (tierbench.predict)
+        "predictions": read_json(study_dir / "prediction.json", {"jobs": [], "rows": []}),
         # document 001's cost of moving data: only where stage points were measured
         "staging": staging.tables(summary, results, plan),
         "more_repetitions": read_json(study_dir / "repetitions.json", {"lessons": []}),

@@ -137,6 +137,9 @@ class Workload:
     #: the metrics that say what a faster tier buys a job (the report's first screen ranks the
     #: tiers on them); the first a point measured counts. Times: lower is better; rates: higher.
     headline: tuple[str, ...] = ()
+    #: the metric (s) that times one whole run, the span a traced run counts the job's calls
+    #: over: its time on a tier it did not run on is predicted from it (tierbench.predict)
+    run_time: str = ""
     #: where its writes go on a tier with a device behind it: ``page_cache(params, limits)``,
     #: limits the node's tierbench.pagecache.memory_limits (None: not read), returns
     #: tierbench.pagecache.result(...), mostly buffered_write(...). None: its points' page

@@ -537,5 +537,6 @@ WORKLOAD = Workload(
     creates_files=True,
     threads=fe_optimisation.threads,
     headline=("wall_time",),
+    run_time="wall_time",
     page_cache=fe_optimisation.page_cache_rule("calculix", planned_bytes),
 )

@@ -456,6 +456,7 @@ WORKLOAD = Workload(
     name="cfd_proxy",
     summary="OpenFOAM-style MPI output: ranks x steps, write interval, ensembles",
     headline=("time_per_step",),
+    run_time="run_time",
     stands_for=Pair(
         proxy="cfd_proxy",
         real="openfoam",

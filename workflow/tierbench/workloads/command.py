@@ -633,6 +633,7 @@ WORKLOAD = Workload(
     name="command",
     summary="any command line, run in a fresh folder on the tier after its inputs are copied in",
     headline=("wall_time",),
+    run_time="wall_time",
     run=run,
     tools=(Tool("bash", "bash"),),
     check_params=check_params,

@@ -430,6 +430,7 @@ WORKLOAD = Workload(
     name="fe_proxy",
     summary="a genetic algorithm over a small non-linear FE model writing solver output",
     headline=("wall_time",),
+    run_time="wall_time",
     stands_for=Pair(
         proxy="fe_proxy",
         real="calculix",

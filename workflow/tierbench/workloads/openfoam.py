@@ -679,6 +679,7 @@ WORKLOAD = Workload(
     packaged_paths=((TUTORIALS, "openfoam-examples"),),
     list_params=("prepare",),
     headline=("time_per_step",),
+    run_time="run_time",
     mpi=True,
     check_params=check_params,
     planned_bytes=planned_bytes,

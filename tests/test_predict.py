@@ -1,0 +1,227 @@
+"""A job's time on a tier it did not run on: its profile times the tier's costs (predict)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+from tierbench import predict, resultsdb
+
+#: costs per tier: us per call of each metadata phase, the fsync'd create's, MB/s at 64 KiB
+FAST = {"file_create": 10.0, "file_stat": 2.0, "file_read": 4.0, "file_rename": 8.0,
+        "file_remove": 6.0, "dir_create": 12.0, "dir_remove": 9.0}  # fmt: skip
+SLOW = {name: 50 * cost for name, cost in FAST.items()}
+PROFILE = {"ops_file_create": 1000, "ops_dir_create": 100, "ops_file_stat": 500, "ops_fsync": 10,
+           "writes_upto_64KiB": 1000, "written_upto_64KiB": 50_000_000}  # fmt: skip
+#: small spread around each value, the same for every cost: three repetitions
+NOISE = (0.99, 1.0, 1.01)
+
+
+class Database:
+    """A results database with hand-made runs: the tiers' costs and a job's times and calls."""
+
+    def __init__(self, path):
+        self.path = path
+        self.conn = resultsdb.connect(path)
+        self.runs = 0
+
+    def run(self, machine: str, study: str, rows: list[dict]) -> str:
+        self.runs += 1
+        run_id = f"run{self.runs:04d}"
+        started = f"2026-12-0{self.runs % 9 + 1}T00:00:00+00:00"
+        self.conn.execute(
+            "INSERT INTO runs (run_id, machine, study, started) VALUES (?, ?, ?, ?)",
+            (run_id, machine, study, started),
+        )
+        columns = ["run_id", *resultsdb.MEASUREMENT_COLUMNS]
+        for row in rows:
+            full = {"run_id": run_id, "phase": "measured", "status": "ok", **row}
+            self.conn.execute(
+                f"INSERT INTO measurements ({', '.join(columns)}) VALUES "
+                f"({', '.join('?' for _ in columns)})",
+                [full.get(c) for c in columns],
+            )
+        self.conn.commit()
+        return run_id
+
+    def costs(self, machine: str, tiers: dict[str, tuple[dict, float, float]]) -> str:
+        """tier -> (phase costs in us, fsync'd create in us, MB/s): a default study's run."""
+        rows = []
+        for tier, (phases, fsynced, bandwidth) in tiers.items():
+            for fsync in (False, True):
+                params = json.dumps({"layout": "flat", "fsync": fsync, "file_size": 0})
+                costs = phases if not fsync else {"file_create": fsynced}
+                for phase, cost in costs.items():
+                    rows += repeated(tier, "metadata", "metadata", params, f"{phase}_cost", cost)
+            params = json.dumps(
+                {"rw": "write", "block_size": "64k", "io_mode": "buffered", "numjobs": 1}
+            )
+            rows += repeated(tier, "sequential", "fio", params, "write_bandwidth", bandwidth)
+        return self.run(machine, "default", rows)
+
+    def job(self, machine: str, times: dict, traced_on: str, profile=PROFILE, noise=NOISE) -> str:
+        params = json.dumps({"command": "make files"})
+        rows = []
+        for tier, seconds in times.items():
+            rows += repeated(tier, "files", "command", params, "wall_time", seconds, noise)
+        rows += [
+            {"experiment": "files_traced", "workload": "command", "tier": traced_on,
+             "tier_class": traced_on, "point": "single", "params": params, "repetition": 1,
+             "metric": metric, "value": value}
+            for metric, value in profile.items()
+        ]  # fmt: skip
+        return self.run(machine, "mine", rows)
+
+
+def repeated(tier, experiment, workload, params, metric, value, noise=NOISE) -> list[dict]:
+    return [
+        {"experiment": experiment, "workload": workload, "tier": tier, "tier_class": tier,
+         "point": "p", "params": params, "repetition": rep, "metric": metric,
+         "value": value * factor}
+        for rep, factor in enumerate(noise, start=1)
+    ]  # fmt: skip
+
+
+def io_of(phases: dict, fsynced: float, bandwidth: float, profile=PROFILE) -> float:
+    """The job's I/O by hand: calls x cost, fsync as a difference, bytes / bandwidth."""
+    seconds = sum(profile.get(f"ops_{op}", 0) * phases[op] for op in phases) * 1e-6
+    seconds += profile["ops_fsync"] * (fsynced - phases["file_create"]) * 1e-6
+    return seconds + profile["written_upto_64KiB"] / (bandwidth * 1e6)
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = Database(tmp_path / "results.sqlite")
+    yield database
+    database.conn.close()
+
+
+def predicted_rows(db, selector=None) -> list[dict]:
+    found = predict.predictions(db.conn, predict.select_runs(db.conn, selector, "mine"))
+    return found["rows"], found["jobs"]
+
+
+def test_the_prediction_is_the_rest_of_the_time_plus_the_io_at_the_other_tiers_costs(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    io_fast, io_slow = io_of(FAST, 200.0, 2000.0), io_of(SLOW, 5000.0, 500.0)
+    rest = 3.0
+    db.job("box", {"fast": rest + io_fast}, traced_on="fast")
+    rows, [job] = predicted_rows(db)
+    assert job["rest"] == pytest.approx(rest, rel=1e-6)
+    assert job["rest_low"] < rest < job["rest_high"]
+    [row] = rows
+    assert (row["machine"], row["tier"], row["profiled_on"]["tier"]) == ("box", "slow", "fast")
+    assert row["predicted"] == pytest.approx(rest + io_slow, rel=1e-6)
+    assert row["io"] == pytest.approx(io_slow, rel=1e-6)
+    assert row["low"] < row["predicted"] < row["high"]
+    assert row["measured"] is None and row["check"] is None
+
+
+@pytest.mark.parametrize(
+    "measured_factor, check",
+    [(1.0, predict.HOLDS), (2.0, predict.FAILS), (0.4, predict.FAILS)],
+)
+def test_where_the_job_ran_the_prediction_is_checked_on_its_interval(db, measured_factor, check):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    rest = 3.0
+    slow = (rest + io_of(SLOW, 5000.0, 500.0)) * measured_factor
+    db.job("box", {"fast": rest + io_of(FAST, 200.0, 2000.0), "slow": slow}, traced_on="fast")
+    [row] = predicted_rows(db)[0]
+    assert row["measured"] == pytest.approx(slow) and row["measured_n"] == 3
+    assert row["ratio"] == pytest.approx(measured_factor, rel=1e-6)
+    assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
+    assert row["check"] == check
+    if check == predict.FAILS:
+        side = "slower" if measured_factor > 1 else "faster"
+        assert row["reason"] == predict.MISSED[side]
+
+
+def test_a_spread_that_reaches_over_the_band_is_undecided(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    rest = 3.0
+    times = {"fast": rest + io_of(FAST, 200.0, 2000.0), "slow": rest + io_of(SLOW, 5000.0, 500.0)}
+    db.job("box", times, traced_on="fast", noise=(0.6, 1.0, 1.5))
+    [row] = predicted_rows(db, "box")[0]
+    assert row["check"] == predict.UNDECIDED and row["ratio_low"] < 0.75 < 1.25 < row["ratio_high"]
+
+
+def test_every_machine_in_the_database_is_predicted(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0)})
+    db.costs("other", {"nvme": (FAST, 300.0, 3000.0), "lustre": (SLOW, 9000.0, 800.0)})
+    db.job("box", {"fast": 4.0}, traced_on="fast")
+    rows, _ = predicted_rows(db)
+    assert {(r["machine"], r["tier"]) for r in rows} == {("other", "nvme"), ("other", "lustre")}
+    by_tier = {r["tier"]: r["predicted"] for r in rows}
+    assert by_tier["lustre"] > by_tier["nvme"] > 0
+
+
+def test_a_cost_the_tier_lacks_is_named_not_guessed(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0)})
+    # a machine whose run measured no metadata costs, only fio
+    params = json.dumps({"rw": "write", "block_size": "1M", "io_mode": "buffered"})
+    db.run("other", "default", repeated("nvme", "seq", "fio", params, "write_bandwidth", 900.0))
+    db.job("box", {"fast": 4.0}, traced_on="fast")
+    [row] = predicted_rows(db)[0]
+    assert row["predicted"] is None
+    assert "other/nvme has no cost measured for file_create" in row["reason"]
+    assert "fsync" in row["reason"]
+
+
+def test_io_above_the_whole_time_is_no_prediction_and_says_why(db):
+    db.costs("box", {"fast": (SLOW, 5000.0, 50.0), "slow": (SLOW, 5000.0, 50.0)})
+    db.job("box", {"fast": 0.5}, traced_on="fast")
+    [row] = predicted_rows(db)[0]
+    assert row["predicted"] is None and "is not less than its whole time there" in row["reason"]
+
+
+def test_a_job_timed_but_not_traced_is_not_predicted(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    db.job("box", {"slow": 4.0}, traced_on="fast")  # timed on slow, traced on fast only
+    rows, jobs = predicted_rows(db)
+    assert rows == [] and jobs == []
+    assert "no job to predict" in predict.lines({"jobs": [], "rows": []})[0]
+
+
+def test_the_nearest_block_size_prices_a_write_and_a_small_write_costs_a_page():
+    costs = predict.TierCosts("m", "t", "disk")
+    for block in (4096, 65536, 1 << 20):
+        costs.samples[f"bw:{block}"] = None
+    assert costs.block_for(100) == 4096 and costs.block_for(50_000) == 65536
+    assert costs.block_for(10 << 20) == 1 << 20
+    [(priced, size)] = predict.write_classes({"writes_upto_512B": 10, "written_upto_512B": 100})
+    assert priced == 10 * predict.SMALLEST_WRITE and size == predict.SMALLEST_WRITE
+
+
+def test_the_latest_run_of_a_tier_gives_its_costs(db):
+    db.costs("box", {"fast": (SLOW, 5000.0, 500.0)})
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0)})
+    [costs] = predict.tier_costs(db.conn)
+    assert costs.samples["op:file_create"].median == pytest.approx(FAST["file_create"] * 1e-6)
+    assert costs.runs == {"run0002"}
+
+
+def test_the_command_line_writes_prediction_json_and_refuses_an_unknown_run(db, tmp_path, capsys):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    run_id = db.job("box", {"fast": 4.0}, traced_on="fast")
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": run_id}))
+    out = tmp_path / "prediction.json"
+    code = predict.main(["--db", str(db.path), "--run-json", str(tmp_path / "run.json"),
+                         "--out", str(out)])  # fmt: skip
+    assert code == 0
+    found = json.loads(out.read_text())
+    assert [r["tier"] for r in found["rows"]] == ["slow"] and found["band"] == [0.75, 1.25]
+    assert predict.main(["--db", str(db.path), "box"]) == 0
+    printed = capsys.readouterr().out
+    assert "profiled on fast" in printed and "box/slow: predicted" in printed
+    assert predict.main(["--db", str(db.path), "nothing"]) == 1
+    assert "neither a machine nor a run" in capsys.readouterr().err
+
+
+def test_resampled_costs_give_every_prediction_a_finite_interval(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    db.job("box", {"fast": 4.0, "slow": 9.0}, traced_on="slow")
+    [row] = predicted_rows(db)[0]
+    assert np.isfinite([row["low"], row["high"], row["ratio_low"], row["ratio_high"]]).all()
+    assert isinstance(db.conn, sqlite3.Connection)

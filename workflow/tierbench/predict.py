@@ -1,0 +1,586 @@
+"""What a job would take on a tier it has not run on: its profile times each tier's costs.
+
+    python -m tierbench.predict [RUN_OR_MACHINE] [--study S] [--db DB] [--out prediction.json]
+
+A job measured on tier A (its whole run's time, the workload's ``run_time``
+metric) and traced there (``count_syscalls``: its calls on its run folder by
+operation and its writes by size, :mod:`tierbench.syscalls`) is split in two:
+
+- the I/O it did there: per operation, its count times A's cost of one (the
+  ``metadata`` workload's ``<phase>_cost``; an fsync costs what an fsync'd
+  create costs more than a plain one), and per write size, its bytes over A's
+  buffered write bandwidth at the nearest block size (fio, ``rw: write``,
+  ``io_mode: buffered``; a write under 4 KiB costs what a 4 KiB one does);
+- the rest, its time that does not depend on the tier.
+
+On tier B of any machine in the results database the job is predicted to take
+the rest plus its I/O at B's costs. Each tier's costs are its latest run's
+(the default study measures them). The 95% interval is a seeded bootstrap over
+the job's repetitions on A and the repetitions of every cost it uses.
+
+Where the job also ran on B, measured / predicted gets its interval and is
+placed against 0.75-1.25: wholly inside, the prediction holds; wholly outside,
+it fails; across an edge, undecided. The model counts what the benchmarks
+price and nothing else: not the bytes a job reads, not data an fsync flushes
+beyond a small file's, not ranks or nodes contending for a tier, not a cache
+that answers a job's calls and not the benchmark's (or the other way round).
+A failed check says which way it missed, and so which of those it points to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import intervals
+from .records import utc_now
+from .resultsdb import DB_HELP, ResultsError, connect, default_db
+from .syscalls import OPERATIONS, OPS_PREFIX, WRITE_CLASSES
+from .units import parse_size
+from .workloads import registry
+
+#: what a prediction must come within of the measured time to hold (measured / predicted)
+BAND = intervals.Band("within", low=0.75, high=1.25)
+HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
+#: a write smaller than this costs what a write of this many bytes costs (one call, one page)
+SMALLEST_WRITE = 4096
+#: the metadata workload's point whose costs price a job's calls: no bytes in its files,
+#: one folder before a tree, without fsync (the fsync'd twin prices an fsync)
+PREFERRED_LAYOUTS = ("flat", "tree")
+#: operations priced by their own metadata phase; fsync is priced as a difference
+PHASE_OPERATIONS = tuple(op for op in OPERATIONS if op != "fsync")
+FSYNCED_CREATE = "file_create_fsync"
+#: which way a failed check missed, and what it points to
+MISSED = {
+    "slower": (
+        "the job took longer than its calls cost the benchmarks: something the model does not "
+        "count (ranks or nodes contending for the tier, data an fsync or close flushed, a cold "
+        "cache)"
+    ),
+    "faster": (
+        "the job took less than its calls cost the benchmarks: a cache answered calls the "
+        "benchmarks paid for (page cache, a client's cache), or its I/O overlapped its compute"
+    ),
+}
+
+
+@dataclass
+class TierCosts:
+    """One tier of one machine: what each operation and each write size costs there."""
+
+    machine: str
+    tier: str
+    tier_class: str
+    #: "op:<phase>" (s per call), "op:file_create_fsync" (s), "bw:<block bytes>" (B/s)
+    samples: dict[str, intervals.Sample] = field(default_factory=dict)
+    runs: set[str] = field(default_factory=set)
+
+    def block_for(self, size: float) -> int | None:
+        """The measured block size nearest ``size`` (on a log scale)."""
+        sizes = [int(key[3:]) for key in self.samples if key.startswith("bw:")]
+        if not sizes:
+            return None
+        return min(sizes, key=lambda b: (abs(math.log(b / max(size, 1))), -b))
+
+
+@dataclass
+class Job:
+    """A point measured and traced on the same tier of one run."""
+
+    run_id: str
+    machine: str
+    study: str
+    experiment: str
+    workload: str
+    point: str
+    params: str
+    tier: str
+    metric: str
+    time: intervals.Sample
+    profile: dict[str, float]
+
+
+# --- reading the database ------------------------------------------------------------------
+
+
+def _frame(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> pd.DataFrame:
+    return pd.read_sql_query(sql, conn, params=args)
+
+
+def _params(text: str) -> dict:
+    try:
+        return json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def _sample(rows: pd.DataFrame, scale: float = 1.0) -> intervals.Sample:
+    rows = rows.sort_values("repetition")
+    return intervals.Sample(tuple(float(v) * scale for v in rows["value"]))
+
+
+MEASURED = (
+    "SELECT r.machine, r.started, m.run_id, m.experiment, m.workload, m.tier, m.tier_class,"
+    " m.point, m.params, m.metric, m.unit, m.value, m.repetition"
+    " FROM measurements m JOIN runs r ON r.run_id = m.run_id"
+    " WHERE m.phase = 'measured' AND m.status = 'ok' AND m.value IS NOT NULL"
+)
+
+
+def tier_costs(conn: sqlite3.Connection) -> list[TierCosts]:
+    """Every tier of every machine that has the metadata workload's costs or fio's buffered
+    writes, each cost from the latest run that measured it."""
+    rows = _frame(conn, MEASURED + " AND m.workload IN ('metadata', 'fio')")
+    found: dict[tuple, TierCosts] = {}
+    for (machine, tier), group in rows.groupby(["machine", "tier"], sort=True):
+        costs = TierCosts(machine, tier, str(group["tier_class"].iloc[-1]))
+        _metadata_costs(costs, group[group["workload"] == "metadata"])
+        _write_costs(costs, group[group["workload"] == "fio"])
+        if costs.samples:
+            found[(machine, tier)] = costs
+    return list(found.values())
+
+
+def _metadata_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
+    if rows.empty:
+        return
+    params = rows["params"].map(_params)
+    rows = rows.assign(
+        layout=params.map(lambda p: p.get("layout")),
+        fsync=params.map(lambda p: bool(p.get("fsync"))),
+        file_size=params.map(lambda p: parse_size(p.get("file_size", 0))),
+    )
+    plain = rows[~rows["fsync"]]
+    if plain.empty:
+        return
+
+    def preference(key):
+        run_started, layout, size = key
+        rank = PREFERRED_LAYOUTS.index(layout) if layout in PREFERRED_LAYOUTS else 9
+        return (size, rank, _latest_first(run_started))
+
+    points = plain.groupby(["started", "layout", "file_size"]).size().index
+    started, layout, size = min(points, key=preference)
+    chosen = rows[
+        (rows["started"] == started) & (rows["layout"] == layout) & (rows["file_size"] == size)
+    ]
+    for fsynced, part in chosen.groupby("fsync"):
+        for op in PHASE_OPERATIONS if not fsynced else ("file_create",):
+            values = part[part["metric"] == f"{op}_cost"]
+            if not values.empty:
+                key = f"op:{FSYNCED_CREATE}" if fsynced else f"op:{op}"
+                costs.samples[key] = _sample(values, 1e-6)
+                costs.runs.add(str(values["run_id"].iloc[0]))
+
+
+def _latest_first(started) -> float:
+    return -pd.Timestamp(started).timestamp() if started else 0.0
+
+
+def _write_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
+    rows = rows[rows["metric"] == "write_bandwidth"]
+    if rows.empty:
+        return
+    params = rows["params"].map(_params)
+    keep = params.map(
+        lambda p: (
+            p.get("rw") == "write"
+            and p.get("io_mode") == "buffered"
+            and int(p.get("numjobs", 1)) == 1
+        )
+    )
+    rows = rows[keep].assign(block=params[keep].map(lambda p: parse_size(p["block_size"])))
+    for block, group in rows.groupby("block"):
+        latest = group[group["started"] == group["started"].max()]
+        latest = latest[latest["point"] == latest["point"].iloc[0]]
+        costs.samples[f"bw:{int(block)}"] = _sample(latest, 1e6)  # MB/s -> B/s
+        costs.runs.add(str(latest["run_id"].iloc[0]))
+
+
+def jobs_of_run(conn: sqlite3.Connection, run: dict) -> list[Job]:
+    """The run's points that were both timed and traced on one tier: a job to predict."""
+    rows = _frame(conn, MEASURED + " AND m.run_id = ?", (run["run_id"],))
+    workloads = registry()
+    found = []
+    for (workload, params), group in rows.groupby(["workload", "params"], sort=True):
+        metric = getattr(workloads.get(workload), "run_time", "")
+        if not metric:
+            continue
+        traced_experiments = set(group[group["metric"].str.startswith(OPS_PREFIX)]["experiment"])
+        timed = group[(group["metric"] == metric) & ~group["experiment"].isin(traced_experiments)]
+        traced = group[group["experiment"].isin(traced_experiments)]
+        for (experiment, tier), times in timed.groupby(["experiment", "tier"], sort=True):
+            counts = traced[traced["tier"] == tier]
+            if counts.empty:
+                continue
+            profile = counts.groupby("metric")["value"].median().to_dict()
+            found.append(
+                Job(
+                    run_id=run["run_id"], machine=run["machine"], study=run["study"],
+                    experiment=experiment, workload=workload, point=str(times["point"].iloc[0]),
+                    params=params, tier=tier, metric=metric, time=_sample(times), profile=profile,
+                )
+            )  # fmt: skip
+    return found
+
+
+def measured_times(conn: sqlite3.Connection, job: Job) -> dict[tuple[str, str], intervals.Sample]:
+    """(machine, tier) -> the job's measured times there: the latest run of its study on each
+    machine that ran the same experiment and parameters."""
+    rows = _frame(
+        conn,
+        MEASURED + " AND r.study = ? AND m.experiment = ? AND m.workload = ? AND m.params = ?"
+        " AND m.metric = ?",
+        (job.study, job.experiment, job.workload, job.params, job.metric),
+    )
+    found = {}
+    for machine, group in rows.groupby("machine"):
+        latest = group[group["started"] == group["started"].max()]
+        for tier, times in latest.groupby("tier"):
+            found[(machine, tier)] = _sample(times)
+    return found
+
+
+# --- the model -------------------------------------------------------------------------------
+
+
+def write_classes(profile: dict) -> list[tuple[float, float]]:
+    """(bytes as priced, mean size of one write) per write size the job used."""
+    found = []
+    for bound, label in [*WRITE_CLASSES, (None, WRITE_CLASSES[-1][1])]:
+        name = f"upto_{label}" if bound is not None else f"over_{label}"
+        writes, written = profile.get(f"writes_{name}", 0), profile.get(f"written_{name}", 0)
+        if writes:
+            priced = max(written, writes * SMALLEST_WRITE)
+            found.append((priced, max(written / writes, SMALLEST_WRITE)))
+    return found
+
+
+def io_terms(profile: dict, costs: TierCosts) -> tuple[list[tuple], str]:
+    """What the job's I/O costs on a tier, as terms over its cost samples; or why it cannot be
+    priced there. Terms: ("op", calls, key), ("fsync", calls, key, key), ("bytes", B, key)."""
+    terms, missing = [], []
+    for op in PHASE_OPERATIONS:
+        calls = profile.get(f"{OPS_PREFIX}{op}", 0)
+        if calls:
+            key = f"op:{op}"
+            terms.append(("op", calls, key)) if key in costs.samples else missing.append(op)
+    fsyncs = profile.get(f"{OPS_PREFIX}fsync", 0)
+    if fsyncs:
+        keys = (f"op:{FSYNCED_CREATE}", "op:file_create")
+        if all(k in costs.samples for k in keys):
+            terms.append(("fsync", fsyncs, *keys))
+        else:
+            missing.append("fsync")
+    for priced, size in write_classes(profile):
+        block = costs.block_for(size)
+        if block is None:
+            missing.append("buffered writes")
+            break
+        terms.append(("bytes", priced, f"bw:{block}"))
+    if missing:
+        return [], (
+            f"{costs.machine}/{costs.tier} has no cost measured for {', '.join(missing)} (the "
+            "default study measures them: metadata with and without fsync, fio sequential)"
+        )
+    return terms, ""
+
+
+def io_seconds(terms: list[tuple], medians) -> np.ndarray:
+    """The terms' seconds, for each row of ``medians`` (key -> column of resampled medians)."""
+    total = 0.0
+    for term in terms:
+        if term[0] == "op":
+            total = total + term[1] * medians(term[2])
+        elif term[0] == "fsync":
+            total = total + term[1] * np.maximum(medians(term[2]) - medians(term[3]), 0.0)
+        else:
+            total = total + term[1] / medians(term[2])
+    return np.asarray(total, dtype=float)
+
+
+@dataclass
+class Model:
+    """One job from its tier A to a tier B: the samples and the function of their medians."""
+
+    samples: list[intervals.Sample]
+    index: dict[str, int]
+    source: list[tuple]
+    target: list[tuple]
+
+    @classmethod
+    def of(cls, job: Job, source: TierCosts, target: TierCosts) -> tuple[Model | None, str]:
+        source_terms, why = io_terms(job.profile, source)
+        if why:
+            return None, why
+        target_terms, why = io_terms(job.profile, target)
+        if why:
+            return None, why
+        samples, index = [job.time], {"time": 0}
+        for side, costs, terms in (("a", source, source_terms), ("b", target, target_terms)):
+            for key in sorted({k for t in terms for k in t[2:]}):
+                index[f"{side}:{key}"] = len(samples)
+                samples.append(costs.samples[key])
+        return cls(samples, index, source_terms, target_terms), ""
+
+    def column(self, medians: np.ndarray, side: str):
+        return lambda key: medians[:, self.index[f"{side}:{key}"]]
+
+    def rest(self, medians: np.ndarray) -> np.ndarray:
+        """The job's time that does not depend on the tier: its time minus its I/O on A."""
+        time = medians[:, self.index["time"]]
+        return time - io_seconds(self.source, self.column(medians, "a"))
+
+    def predicted(self, medians: np.ndarray) -> np.ndarray:
+        return self.rest(medians) + io_seconds(self.target, self.column(medians, "b"))
+
+
+def _interval(samples, function) -> intervals.Interval:
+    return intervals.of_medians(samples, function)
+
+
+def _ends(interval: intervals.Interval) -> dict:
+    return {"low": interval.low, "high": interval.high}
+
+
+def predict_one(job: Job, source: TierCosts, target: TierCosts, measured) -> dict:
+    """One row: the job on ``target``, predicted from its run on ``source``; beside what it
+    measured there (``measured``: a Sample, or None)."""
+    row = {
+        "experiment": job.experiment,
+        "workload": job.workload,
+        "point": job.point,
+        "profiled_on": {"machine": job.machine, "tier": job.tier},
+        "machine": target.machine,
+        "tier": target.tier,
+        "tier_class": target.tier_class,
+        "predicted": None,
+        "low": None,
+        "high": None,
+        "io": None,
+        "measured": measured.median if measured is not None else None,
+        "measured_n": measured.n if measured is not None else 0,
+        "ratio": None,
+        "ratio_low": None,
+        "ratio_high": None,
+        "check": None,
+        "reason": "",
+        "cost_runs": sorted(target.runs),
+    }
+    model, why = Model.of(job, source, target)
+    if model is None:
+        row["reason"] = why
+        return row
+    rest = _interval(model.samples, model.rest)
+    if rest.estimate is None or rest.estimate <= 0:
+        io = io_seconds(model.source, lambda key: np.array([source.samples[key].median]))[0]
+        row["reason"] = (
+            f"its I/O on {job.tier} at the benchmarks' costs ({io:.3g} s) is not less than its "
+            f"whole time there ({job.time.median:.3g} s): its calls overlapped, or cost it less "
+            "than they cost the benchmarks"
+        )
+        return row
+    predicted = _interval(model.samples, model.predicted)
+    io = _interval(model.samples, lambda m: io_seconds(model.target, model.column(m, "b")))
+    row.update(predicted=predicted.estimate, **_ends(predicted), io=io.estimate)
+    if not predicted.known:
+        row["reason"] = predicted.reason
+    if measured is not None:
+        row.update(_check(model, measured))
+    return row
+
+
+def _check(model: Model, measured: intervals.Sample) -> dict:
+    """Measured / predicted with its interval, placed against the band."""
+    samples = [*model.samples, measured]
+    last = len(samples) - 1
+    ratio = _interval(samples, lambda m: m[:, last] / model.predicted(m))
+    place = BAND.place(ratio)
+    check = {intervals.INSIDE: HOLDS, intervals.OUTSIDE: FAILS}.get(place, UNDECIDED)
+    found = {
+        "ratio": ratio.estimate,
+        "ratio_low": ratio.low,
+        "ratio_high": ratio.high,
+        "check": check,
+    }
+    if check == FAILS:
+        found["reason"] = MISSED["slower" if ratio.estimate > 1 else "faster"]
+    elif not ratio.known:
+        found["reason"] = ratio.reason
+    return found
+
+
+def job_entry(job: Job, source: TierCosts | None) -> dict:
+    """The job as measured and profiled, with its time that does not depend on the tier."""
+    entry = {
+        "experiment": job.experiment,
+        "workload": job.workload,
+        "point": job.point,
+        "machine": job.machine,
+        "study": job.study,
+        "run_id": job.run_id,
+        "tier": job.tier,
+        "metric": job.metric,
+        "time": job.time.median,
+        "time_n": job.time.n,
+        "calls": {op: job.profile.get(f"{OPS_PREFIX}{op}", 0) for op in OPERATIONS},
+        "bytes_written": sum(v for k, v in job.profile.items() if k.startswith("written_")),
+        "rest": None,
+        "rest_low": None,
+        "rest_high": None,
+        "reason": "",
+    }
+    if source is None:
+        entry["reason"] = f"{job.machine}/{job.tier} has no tier costs in the database"
+        return entry
+    model, why = Model.of(job, source, source)
+    if model is None:
+        entry["reason"] = why
+        return entry
+    rest = _interval(model.samples, model.rest)
+    entry.update(rest=rest.estimate, rest_low=rest.low, rest_high=rest.high)
+    return entry
+
+
+def predictions(conn: sqlite3.Connection, runs: list[dict]) -> dict:
+    """prediction.json's content for some runs: each job, and one row per tier of every
+    machine in the database it was not profiled on."""
+    costs = {(c.machine, c.tier): c for c in tier_costs(conn)}
+    jobs, rows = [], []
+    for run in runs:
+        for job in jobs_of_run(conn, run):
+            source = costs.get((job.machine, job.tier))
+            jobs.append(job_entry(job, source))
+            if source is None:
+                continue
+            measured = measured_times(conn, job)
+            for key, target in costs.items():
+                if key != (job.machine, job.tier):
+                    rows.append(predict_one(job, source, target, measured.get(key)))
+    return {
+        "generated_at": utc_now(),
+        "band": [BAND.low, BAND.high],
+        "machines": sorted({m for m, _ in costs}),
+        "jobs": jobs,
+        "rows": rows,
+    }
+
+
+# --- which runs ------------------------------------------------------------------------------
+
+
+def _runs(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[dict]:
+    cursor = conn.execute(f"SELECT * FROM runs {where} ORDER BY started", args)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def select_runs(conn: sqlite3.Connection, selector: str | None, study: str | None) -> list[dict]:
+    """A run id (or a unique prefix), or a machine's latest run of each study; none: every
+    machine's. Only studies named by ``study`` when given."""
+    everything = _runs(conn)
+    if selector:
+        chosen = [r for r in everything if r["machine"] == selector]
+        if not chosen:
+            chosen = [r for r in everything if r["run_id"].startswith(selector)]
+            if len(chosen) != 1 or len(selector) < 4:
+                machines = ", ".join(sorted({r["machine"] for r in everything})) or "none"
+                what = "is ambiguous" if len(chosen) > 1 else "is neither a machine nor a run"
+                raise ResultsError(
+                    f"{selector!r} {what} in the results database (machines: {machines}; "
+                    "runs: ./tierbench list)"
+                )
+            return chosen
+        everything = chosen
+    latest = {(r["machine"], r["study"]): r for r in everything}
+    return [r for (_, s), r in latest.items() if study is None or s == study]
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def _seconds(value) -> str:
+    return "–" if value is None else f"{value:.3g} s"
+
+
+def lines(found: dict) -> list[str]:
+    """The predictions as text, a job at a time."""
+    out = []
+    if not found["jobs"]:
+        return [
+            "no job to predict: a job needs a run of a command, case or deck both timed and "
+            "traced (an experiment with count_syscalls: true) on one tier"
+        ]
+    for job in found["jobs"]:
+        out.append(
+            f"{job['machine']} {job['study']} {job['experiment']} [{job['point']}], profiled on "
+            f"{job['tier']}: {_seconds(job['time'])}, of which {_seconds(job['rest'])} does not "
+            "depend on the tier" + (f" ({job['reason']})" if job["reason"] else "")
+        )
+        for row in found["rows"]:
+            if (row["experiment"], row["point"], row["profiled_on"]) != (
+                job["experiment"],
+                job["point"],
+                {"machine": job["machine"], "tier": job["tier"]},
+            ):
+                continue
+            where = f"  {row['machine']}/{row['tier']}:"
+            if row["predicted"] is None:
+                out.append(f"{where} not predicted: {row['reason']}")
+                continue
+            text = f"{where} predicted {_seconds(row['predicted'])}"
+            if row["low"] is not None:
+                text += f" [{row['low']:.3g}, {row['high']:.3g}]"
+            if row["measured"] is not None:
+                text += f", measured {_seconds(row['measured'])}"
+                if row["ratio"] is not None:
+                    text += f", measured/predicted {row['ratio']:.2f}"
+                    if row["ratio_low"] is not None:
+                        text += f" [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
+                text += f": {row['check']}"
+            out.append(text)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "selector", nargs="?", help="a machine (its latest runs) or a run id; default: every run"
+    )
+    parser.add_argument("--study", help="only this study's runs")
+    parser.add_argument("--run-json", help="the run a study's run.json names (the pipeline's)")
+    parser.add_argument("--db", default=default_db(), help=DB_HELP)
+    parser.add_argument("--out", help="write prediction.json here")
+    args = parser.parse_args(argv)
+    if not Path(args.db).exists():
+        print(f"tierbench predict: no results database at {args.db}", file=sys.stderr)
+        return 1
+    conn = connect(args.db)
+    try:
+        selector = args.selector
+        if args.run_json:
+            selector = json.loads(Path(args.run_json).read_text())["run_id"]
+        found = predictions(conn, select_runs(conn, selector, args.study))
+    except ResultsError as error:
+        print(f"tierbench predict: {error}", file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+    if args.out:
+        Path(args.out).write_text(json.dumps(found, indent=1) + "\n")
+        print(f"wrote {args.out}: {len(found['rows'])} predictions", file=sys.stderr)
+    else:
+        print("\n".join(lines(found)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
