@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from datetime import UTC, datetime
 
 #: Columns of results/<study>/results.csv, in order. Workload parameters
@@ -43,3 +45,23 @@ def no_value(status: str, reason: str) -> dict:
     if status not in (NOT_APPLICABLE, SKIPPED, FAILED):
         raise ValueError(f"unknown status {status!r}")
     return {"metric": "status", "value": math.nan, "unit": "", "status": status, "reason": reason}
+
+
+#: the metric of :func:`whole_run_timed`
+JOB_TIME = "job_time"
+
+
+def whole_run_timed(run):
+    """``run(job)`` that also reports its own wall time as ``job_time`` (s): the span over
+    which a traced run counts the job's calls, setup and all (a case copied, meshed and
+    decomposed as well as solved), so that its time and its calls are of the same work."""
+
+    @functools.wraps(run)
+    def timed(job):
+        start = time.perf_counter()
+        metrics = run(job)
+        if metrics and all(m["status"] == OK for m in metrics):
+            metrics = [*metrics, metric(JOB_TIME, time.perf_counter() - start, "s")]
+        return metrics
+
+    return timed

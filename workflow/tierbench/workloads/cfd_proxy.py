@@ -52,7 +52,7 @@ from pathlib import Path
 from .. import foam, native, syscalls
 from ..errors import PointFailed, PointNotApplicable
 from ..job import Job
-from ..records import metric
+from ..records import JOB_TIME, metric, whole_run_timed
 from . import Pair, Tool, Workload
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
@@ -456,7 +456,7 @@ WORKLOAD = Workload(
     name="cfd_proxy",
     summary="OpenFOAM-style MPI output: ranks x steps, write interval, ensembles",
     headline=("time_per_step",),
-    run_time="run_time",
+    run_time=JOB_TIME,
     stands_for=Pair(
         proxy="cfd_proxy",
         real="openfoam",
@@ -478,7 +478,7 @@ WORKLOAD = Workload(
         own_input=("case",),
         alone="time_per_step_alone",
     ),
-    run=run,
+    run=whole_run_timed(run),
     family="cfd",
     env="cfd",
     tools=(Tool("mpiexec", "openmpi-bin"),),

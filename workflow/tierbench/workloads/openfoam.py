@@ -104,7 +104,7 @@ from .. import foamcase, syscalls
 from ..cluster import in_job_step
 from ..errors import PointFailed, PointNotApplicable
 from ..job import Job
-from ..records import metric
+from ..records import JOB_TIME, metric, whole_run_timed
 from . import Tool, Workload
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
@@ -669,7 +669,7 @@ WORKLOAD = Workload(
         "the real OpenFOAM (simpleFoam, kOmegaSST) on a generated duct, or a case of your own "
         "(case): ranks x steps, writes"
     ),
-    run=run,
+    run=whole_run_timed(run),
     family="cfd",
     env="openfoam",
     tools=(
@@ -679,7 +679,7 @@ WORKLOAD = Workload(
     packaged_paths=((TUTORIALS, "openfoam-examples"),),
     list_params=("prepare",),
     headline=("time_per_step",),
-    run_time="run_time",
+    run_time=JOB_TIME,
     mpi=True,
     check_params=check_params,
     planned_bytes=planned_bytes,
