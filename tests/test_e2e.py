@@ -214,3 +214,12 @@ def test_a_job_is_predicted_on_every_tier_and_on_a_machine_imported_from_an_expo
     assert (
         "second/disk: predicted" in predicted.stdout and "second/shm: predicted" in predicted.stdout
     )
+    compared = subprocess.run(
+        [sys.executable, "-m", "tierbench.compare", "testbox", "second",
+         "--db", "results/tierbench.sqlite", "--out", "results/compare.html"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    html = (root / "results/compare.html").read_text()
+    assert "Each side's jobs on the other side's tiers, predicted" in html
+    assert "ensemble_setup" in html and "second/disk" in html

@@ -36,6 +36,7 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from . import __version__
+from .predict import predictions
 from .records import utc_now
 from .report import TEMPLATES, number
 from .resultsdb import DB_HELP, ResultsError, connect, default_db
@@ -378,6 +379,14 @@ def verdict_table(conn, sides: list[Side]) -> dict:
     return {"rows": rows}
 
 
+def job_predictions(conn, sides: list[Side]) -> dict:
+    """The sides' jobs (timed and traced) on every tier of the sides' machines (predict)."""
+    runs = [run for side in sides for run in side.runs.values()]
+    machines = {run["machine"] for run in runs}
+    found = predictions(conn, runs)
+    return {**found, "rows": [r for r in found["rows"] if r["machine"] in machines]}
+
+
 def render(conn, sides: list[Side], reference: Side, baseline: bool) -> tuple[str, list[Pair]]:
     pairs = compare(conn, sides, reference)
     columns = [reference] + [s for s in sides if s is not reference]
@@ -389,6 +398,7 @@ def render(conn, sides: list[Side], reference: Side, baseline: bool) -> tuple[st
         pairs=pairs,
         columns=[{"label": s.label, **provenance(conn, s)} for s in columns],
         verdicts=verdict_table(conn, columns),
+        predictions=job_predictions(conn, columns),
         baseline=baseline,
         reference=reference.label,
         generated_at=utc_now(),
