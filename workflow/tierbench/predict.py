@@ -343,10 +343,6 @@ class Model:
         return self.rest(medians) + io_seconds(self.target, self.column(medians, "b"))
 
 
-def _interval(samples, function) -> intervals.Interval:
-    return intervals.of_medians(samples, function)
-
-
 def _ends(interval: intervals.Interval) -> dict:
     return {"low": interval.low, "high": interval.high}
 
@@ -379,7 +375,7 @@ def predict_one(job: Job, source: TierCosts, target: TierCosts, measured) -> dic
     if model is None:
         row["reason"] = why
         return row
-    rest = _interval(model.samples, model.rest)
+    rest = intervals.of_medians(model.samples, model.rest)
     if rest.estimate is None or rest.estimate <= 0:
         io = io_seconds(model.source, lambda key: np.array([source.samples[key].median]))[0]
         row["reason"] = (
@@ -388,8 +384,10 @@ def predict_one(job: Job, source: TierCosts, target: TierCosts, measured) -> dic
             "than they cost the benchmarks"
         )
         return row
-    predicted = _interval(model.samples, model.predicted)
-    io = _interval(model.samples, lambda m: io_seconds(model.target, model.column(m, "b")))
+    predicted = intervals.of_medians(model.samples, model.predicted)
+    io = intervals.of_medians(
+        model.samples, lambda m: io_seconds(model.target, model.column(m, "b"))
+    )
     row.update(predicted=predicted.estimate, **_ends(predicted), io=io.estimate)
     if not predicted.known:
         row["reason"] = predicted.reason
@@ -402,7 +400,7 @@ def _check(model: Model, measured: intervals.Sample) -> dict:
     """Measured / predicted with its interval, placed against the band."""
     samples = [*model.samples, measured]
     last = len(samples) - 1
-    ratio = _interval(samples, lambda m: m[:, last] / model.predicted(m))
+    ratio = intervals.of_medians(samples, lambda m: m[:, last] / model.predicted(m))
     place = BAND.place(ratio)
     check = {intervals.INSIDE: HOLDS, intervals.OUTSIDE: FAILS}.get(place, UNDECIDED)
     found = {
@@ -445,7 +443,7 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
     if model is None:
         entry["reason"] = why
         return entry
-    rest = _interval(model.samples, model.rest)
+    rest = intervals.of_medians(model.samples, model.rest)
     entry.update(rest=rest.estimate, rest_low=rest.low, rest_high=rest.high)
     return entry
 
