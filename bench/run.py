@@ -27,6 +27,7 @@ import minicluster_timing
 import pipeline_overhead
 import proxy_fidelity
 import resultsdb_timing
+import stream_cap
 import study_wall_times
 import verdict_repeatability
 from harness import Item, at_least, at_most, default_json_path, run_items, write_json
@@ -96,6 +97,14 @@ ITEMS = [
         "same depth",
         goal=at_least(0.9),
         module=metadata_vs_c,
+    ),
+    Item(
+        11,
+        instrument="STREAM with its arrays capped to a few seconds a run (a 480 MiB cache "
+        "reported)",
+        reference="STREAM's rule, 4x the reported cache an array, on the same machine",
+        goal=(at_least(0.95), at_most(5.0, "s")),
+        module=stream_cap,
     ),
 ]
 #: items taken out of the bench, by number: a number is never given again, so one in a past

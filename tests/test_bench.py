@@ -29,7 +29,7 @@ needs_tools = pytest.mark.skipif(
     reason=f"bench/run.py needs {', '.join(run.TOOLS)}",
 )
 
-ITEMS = {1, 2, 4, 5, 6, 7, 8, 9, 10}
+ITEMS = {1, 2, 4, 5, 6, 7, 8, 9, 10, 11}
 #: numbers of retired items, never given again
 RETIRED = {3}
 #: item 9 times the minicluster, which one process at a time may hold:

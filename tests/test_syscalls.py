@@ -301,6 +301,7 @@ def test_a_trace_gives_the_metadata_workloads_operations_and_writes_by_size():
         "ops_dir_create": 2,  # mkdir and mkdirat
         "ops_dir_remove": 2,  # unlinkat(AT_REMOVEDIR) and rmdir
         "ops_fsync": 1,
+        "ops_refused": 0,
     }
     assert (found["writes_upto_512B"], found["written_upto_512B"]) == (1, 100)
     assert (found["writes_upto_4KiB"], found["written_upto_4KiB"]) == (0, 0)
@@ -325,6 +326,22 @@ def test_calls_on_paths_outside_the_run_folder_are_counted_apart():
     # a sibling whose name starts like the folder is not inside it
     assert not syscalls.on_the_tier('"/tmp/pfx/a", O_RDONLY', ("/tmp/pf",))
     assert syscalls.on_the_tier('AT_FDCWD, "a", O_RDONLY', ("/tmp/pf",))
+
+
+def test_a_call_refused_before_the_file_system_is_counted_apart():
+    """FUSE without RENAME_NOREPLACE: mv's renameat2 fails with EINVAL and it falls back to
+    a stat of the target (a lookup that fails with ENOENT) and a rename; the refused call
+    costs the tier nothing, the lookup is a call it answered."""
+    text = (
+        '9  renameat2(AT_FDCWD, "f1", AT_FDCWD, "f1.x", RENAME_NOREPLACE) = -1 EINVAL '
+        "(Invalid argument)\n"
+        '9  newfstatat(AT_FDCWD, "f1.x", 0x7ffd, AT_SYMLINK_NOFOLLOW) = -1 ENOENT '
+        "(No such file or directory)\n"
+        '9  rename("f1", "f1.x")              = 0\n'
+    )
+    found = syscalls.profile(text)
+    assert found["ops_file_rename"] == 1 and found[syscalls.REFUSED_OPS] == 1
+    assert found["ops_file_stat"] == 1
 
 
 def test_an_interrupted_call_counts_once_when_it_resumes():

@@ -88,7 +88,8 @@ OPTIONS = ("-f", "-C", "-s", "0")
 #: open with O_CREAT or creat (file_create), any other open (file_read: the phase opens and
 #: closes), a stat of a path (file_stat; of an open file, not counted: no lookup), rename,
 #: unlink (file_remove), mkdir (dir_create), rmdir or unlinkat(AT_REMOVEDIR) (dir_remove),
-#: fsync and fdatasync; failed calls too, as in the table
+#: fsync and fdatasync; a failed call too, as in the table, where the file system answered it
+#: (ENOENT: a lookup), not where it was refused before (:data:`REFUSED`)
 OPERATIONS = (
     "file_create", "file_read", "file_stat", "file_rename", "file_remove",
     "dir_create", "dir_remove", "fsync",
@@ -114,7 +115,16 @@ _PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. \w+ resumed>(?P<rest>.*)$")
 _UNFINISHED = " <unfinished ...>"
-_COMPLETE = re.compile(r"^(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>-?\d+|\?)")
+_COMPLETE = re.compile(
+    r"^(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>-?\d+|\?)(?:\s+(?P<errno>E[A-Z0-9]+))?"
+)
+#: a call that failed with one of these was refused before the file system was asked (or
+#: by a FUSE file system that had said once it cannot): it costs no tier time
+REFUSED = frozenset(
+    {"EINVAL", "ENOSYS", "EOPNOTSUPP", "ENOTSUP", "EXDEV", "EBADF", "EFAULT", "ENAMETOOLONG"}
+)
+#: calls of the operations that were refused (:data:`REFUSED`), apart from ``ops_<phase>``
+REFUSED_OPS = f"{OPS_PREFIX}refused"
 ATTACH_TIMEOUT_S = 10.0
 DETACH_TIMEOUT_S = 60.0
 #: prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY): lets a child trace us under Yama ptrace_scope 1
@@ -147,8 +157,9 @@ def parse_table(text: str) -> dict[str, dict]:
 
 
 def calls_of(text: str):
-    """Each complete call of strace -f's output, as (name, arguments, result or None): a
-    call another process interrupted (``<unfinished ...>``) is joined to its resumption."""
+    """Each complete call of strace -f's output, as (name, arguments, result or None, errno
+    or ""): a call another process interrupted (``<unfinished ...>``) is joined to its
+    resumption."""
     pending: dict[str, str] = {}
     for line in text.splitlines():
         parts = _LINE.match(line)
@@ -166,7 +177,7 @@ def calls_of(text: str):
         call = _COMPLETE.match(rest)
         if call is not None:
             result = None if call["result"] == "?" else int(call["result"])
-            yield call["name"], call["args"], result
+            yield call["name"], call["args"], result, call["errno"] or ""
 
 
 def operation(name: str, args: str) -> str | None:
@@ -207,23 +218,29 @@ def run_folders(folder) -> tuple[str, ...]:
 def profile(text: str, within: tuple[str, ...] = ()) -> dict[str, int]:
     """A job's calls from strace -f's output: ``ops_<operation>`` and, per write size,
     ``writes_<class>`` (writes that returned that many bytes) and ``written_<class>``
-    (their bytes); every key present, zero when none. With ``within`` (the run folder,
-    :func:`run_folders`), operations on paths outside it count in ``ops_elsewhere``."""
+    (their bytes); every key present, zero when none. A call refused before the file
+    system was asked counts in ``ops_refused``; with ``within`` (the run folder,
+    :func:`run_folders`), one on a path outside it in ``ops_elsewhere``."""
     classes = [f"upto_{label}" for _, label in WRITE_CLASSES] + [f"over_{WRITE_CLASSES[-1][1]}"]
     found = {f"{OPS_PREFIX}{op}": 0 for op in OPERATIONS}
+    found[REFUSED_OPS] = 0
     if within:
         found[ELSEWHERE] = 0
     found |= {f"{kind}_{c}": 0 for c in classes for kind in ("writes", "written")}
-    for name, args, result in calls_of(text):
+    for name, args, result, errno in calls_of(text):
         if name in _WRITES:
             if result is not None and result >= 0:
                 found[f"writes_{write_class(result)}"] += 1
                 found[f"written_{write_class(result)}"] += result
             continue
         op = operation(name, args)
-        if op is not None and within and not on_the_tier(args, within):
+        if op is None:
+            continue
+        if within and not on_the_tier(args, within):
             found[ELSEWHERE] += 1
-        elif op is not None:
+        elif errno in REFUSED:
+            found[REFUSED_OPS] += 1
+        else:
             found[f"{OPS_PREFIX}{op}"] += 1
     return found
 
