@@ -226,11 +226,16 @@ def traced_records(wildcards):
 
 
 def predicts(study):
-    """Does the study time and trace a job (tierbench.predict: its time on other tiers)?"""
+    """Does the study time and trace the same job (tierbench.predict: its time on other
+    tiers)? The same workload, parameters and scale presets, traced in one experiment."""
+
+    def job(e):
+        return (e["workload"], json.dumps([e.get("params"), e.get("scale")], sort_keys=True))
+
     experiments = STUDIES[study]["experiments"]
-    traced = {e["workload"] for e in experiments if e.get("count_syscalls")}
-    timed = {e["workload"] for e in experiments if not e.get("count_syscalls")}
-    return any(WORKLOADS[w].run_time for w in traced & timed)
+    traced = {job(e) for e in experiments if e.get("count_syscalls")}
+    timed = {job(e) for e in experiments if not e.get("count_syscalls")}
+    return any(WORKLOADS[workload].run_time for workload, _ in traced & timed)
 
 
 def fidelity_of(wildcards):
