@@ -239,14 +239,11 @@ def test_ranks_outside_the_runner_are_each_traced_on_their_own(tmp_path, monkeyp
 
     assert made(writing) - made(quiet) == 2 * 3 * 3
 
-    # the ranks' profiles are added up too: the writes' mkdir calls, made or found there, all
-    # on the tier (MPI's own, in its session folder elsewhere, are in both runs)
-    def calls(note):
-        return note["table"]["mkdir"]["calls"]
-
+    # the ranks' profiles are added up too: the writes' folders are on the tier (MPI's own,
+    # in its session folder elsewhere, vary from run to run and are not)
     on_tier = writing["profile"]["ops_dir_create"] - quiet["profile"]["ops_dir_create"]
-    assert on_tier == calls(writing) - calls(quiet) > 0
-    assert writing["profile"]["ops_dir_create"] <= calls(writing)
+    assert on_tier >= 2 * 3 * 3
+    assert writing["profile"]["ops_dir_create"] <= writing["table"]["mkdir"]["calls"]
     assert not list(tmp_path.glob(".tierbench-strace-*"))
 
 
