@@ -135,7 +135,7 @@ def test_where_the_job_ran_the_prediction_is_checked_on_its_interval(db, measure
     assert row["check"] == check
     if check == predict.FAILS:
         side = "slower" if measured_factor > 1 else "faster"
-        assert row["reason"] == predict.MISSED[side]
+        assert row["reason"] == predict.MISSED[side].format(target="box/slow", source="box/fast")
 
 
 def test_a_spread_that_reaches_over_the_band_is_undecided(db):

@@ -58,16 +58,18 @@ PREFERRED_LAYOUTS = ("flat", "tree")
 #: operations priced by their own metadata phase; fsync is priced as a difference
 PHASE_OPERATIONS = tuple(op for op in OPERATIONS if op != "fsync")
 FSYNCED_CREATE = "file_create_fsync"
-#: which way a failed check missed, and what it points to
+#: which way a failed check missed, and what it points to (the tier predicted on, the tier
+#: profiled on): either tier's benchmarks may be the ones that were off
 MISSED = {
     "slower": (
-        "the job took longer than its calls cost the benchmarks: something the model does not "
-        "count (ranks or nodes contending for the tier, data an fsync or close flushed, a cold "
-        "cache)"
+        "the job took longer on {target} than predicted: its calls cost it more there than "
+        "they cost the benchmarks (contention, data a flush waited for, a cold cache), or less "
+        "on {source} (a cache there)"
     ),
     "faster": (
-        "the job took less than its calls cost the benchmarks: a cache answered calls the "
-        "benchmarks paid for (page cache, a client's cache), or its I/O overlapped its compute"
+        "the job took less on {target} than predicted: its calls cost it less there than they "
+        "cost the benchmarks (a cache, I/O overlapping its compute), or more on {source}, "
+        "where the prediction kept that as time that does not depend on the tier"
     ),
 }
 
@@ -392,11 +394,11 @@ def predict_one(job: Job, source: TierCosts, target: TierCosts, measured) -> dic
     if not predicted.known:
         row["reason"] = predicted.reason
     if measured is not None:
-        row.update(_check(model, measured))
+        row.update(_check(model, measured, f"{job.machine}/{job.tier}", target))
     return row
 
 
-def _check(model: Model, measured: intervals.Sample) -> dict:
+def _check(model: Model, measured: intervals.Sample, source: str, target: TierCosts) -> dict:
     """Measured / predicted with its interval, placed against the band."""
     samples = [*model.samples, measured]
     last = len(samples) - 1
@@ -410,7 +412,8 @@ def _check(model: Model, measured: intervals.Sample) -> dict:
         "check": check,
     }
     if check == FAILS:
-        found["reason"] = MISSED["slower" if ratio.estimate > 1 else "faster"]
+        missed = MISSED["slower" if ratio.estimate > 1 else "faster"]
+        found["reason"] = missed.format(target=f"{target.machine}/{target.tier}", source=source)
     elif not ratio.known:
         found["reason"] = ratio.reason
     return found
@@ -544,6 +547,8 @@ def lines(found: dict) -> list[str]:
                     if row["ratio_low"] is not None:
                         text += f" [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
                 text += f": {row['check']}"
+                if row["check"] == FAILS:
+                    text += f" ({row['reason']})"
             out.append(text)
     return out
 
