@@ -77,11 +77,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PointFailed, PointNotApplicable, PointSkipped
-from ..job import Job
-from ..records import metric
-from ..schemas import complete
-from . import Tool, Workload, calculix_deck, fe_deck, fe_model, fe_optimisation, ga
+from ...errors import PointFailed, PointNotApplicable, PointSkipped
+from ...job import Job
+from ...records import metric
+from ...schemas import complete
+from .. import Tool, Workload
+from . import calculix_deck, fe_deck, fe_model, fe_optimisation, ga
 
 CCX = "ccx"
 JOB = "job"
