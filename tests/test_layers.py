@@ -23,12 +23,12 @@ LAYERS = (
         {
             "__init__", "errors", "units", "records", "files", "tiers", "schemas", "job",
             "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations", "compute",
-            "native", "foam", "foam_read", "foam_write", "foamcase", "cfd_writer", "syscalls",
-            "pagecache",
+            "native", "syscalls", "pagecache",
         },
     ),
     # the cluster on one machine: infrastructure beside the pipeline, built on the helpers
     ("the cluster on one machine", {"minicluster", "minicluster.*"}),
+    # each application beside its proxy and their helpers: workloads.cfd.*, workloads.fe.*
     ("workloads", {"workloads", "workloads.*"}),
     (
         "planning and running",

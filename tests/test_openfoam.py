@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, fixture_text, job_spec
-from tierbench import foam, matrix
+from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import (
-    get,
+from tierbench.workloads import get
+from tierbench.workloads.cfd import (
+    foam,
     openfoam,
     openfoam_log,
     openfoam_plan,

@@ -1,7 +1,7 @@
 """calculix: document 000's optimisation with the real solver, CalculiX's ``ccx``.
 
 With a ``deck``, a point runs the user's own input deck instead, once per
-repetition (:mod:`tierbench.workloads.calculix_deck`); without one, the
+repetition (:mod:`tierbench.workloads.fe.calculix_deck`); without one, the
 optimisation below.
 
 The same optimisation as ``fe_proxy`` (``fe_optimisation``: the GA's

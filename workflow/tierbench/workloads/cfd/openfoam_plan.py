@@ -12,14 +12,14 @@ import subprocess
 from pathlib import Path
 from string import Template
 
-from ..errors import PointFailed
-from ..foam import block_shape
-from ..schemas import schema_defaults
+from ...errors import PointFailed
+from ...schemas import schema_defaults
 from .cfd_launch import (
     alone_first,
     check_write_interval,
     write_interval,
 )
+from .foam import block_shape
 from .openfoam_usercase import (
     BYTES_PER_RANK_WRITE,
     OVERRIDABLE,

@@ -14,12 +14,12 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import pagecache
-from ..cluster import in_job_step
-from ..errors import PointFailed
-from ..job import Job
+from ... import pagecache
+from ...cluster import in_job_step
+from ...errors import PointFailed
+from ...job import Job
 
-PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
+PACKAGE_DIR = str(Path(__file__).resolve().parents[3])
 DEFAULT_LAUNCHER = "mpiexec"
 OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
 #: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
