@@ -70,6 +70,7 @@ from ... import compute, native
 from ...records import utc_now
 from ...rundir import MARKER
 from . import foam, foam_read, foam_write
+from .cfd_launch import write_steps
 
 GATE_TIMEOUT_S = 300.0
 #: glibc's mallopt parameters, and the largest block a kept heap serves (glibc's own limit)
@@ -256,12 +257,6 @@ def expected_counts(config: dict, ranks: int) -> tuple[int, int, int]:
         writers * len(writes) * foam.files_per_write(file_set),
         writers * len(writes) * foam.dirs_per_write(file_set),
     )
-
-
-def write_steps(steps: int, write_interval: int | None) -> list[int]:
-    if not write_interval:
-        return []
-    return list(range(write_interval, steps + 1, write_interval))
 
 
 def timed_step(solver: Solver, sweeps: int) -> float:
