@@ -15,8 +15,8 @@ from pathlib import Path
 
 from cfd_vs_fio import run_proxy_writes
 from harness import REPO, TIER, log, row
-from tierbench import foam
 from tierbench.rundir import RunFolder
+from tierbench.workloads.cfd import foam
 
 SIZES = {
     "full": {"ranks": 2, "writes": 2000, "rounds": 15},

@@ -30,11 +30,10 @@ import subprocess
 import sys
 
 from harness import TIER, at_least, log, rotated, row, skipped_row
-from tierbench import foam
 from tierbench.rundir import RunFolder
 from tierbench.runner import run_job
 from tierbench.units import format_size
-from tierbench.workloads import cfd_proxy
+from tierbench.workloads.cfd import cfd_proxy, foam
 
 SIZES = {
     # 40 MB (document 001) and 10 MB per rank per write

@@ -81,7 +81,8 @@ from harness import (
 from tierbench import intervals
 from tierbench.matrix import complete
 from tierbench.rundir import RunFolder
-from tierbench.workloads import fe_optimisation
+from tierbench.workloads import modules
+from tierbench.workloads.fe import fe_optimisation
 
 SIZES = {
     "full": {
@@ -157,7 +158,7 @@ class Evaluator:
     parameter set analysed with field output and without, back to back."""
 
     def __init__(self, workload: str, shape: dict, root: Path):
-        self.module = importlib.import_module(f"tierbench.workloads.{workload}")
+        self.module = importlib.import_module(f"tierbench.workloads.{modules()[workload]}")
         self.root = root
         config = self.module.settings(fe_params(workload, shape))
         if workload == "calculix":

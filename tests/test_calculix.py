@@ -9,7 +9,8 @@ from conftest import job_spec
 from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import calculix, fe_deck, fe_optimisation, get
+from tierbench.workloads import get
+from tierbench.workloads.fe import calculix, fe_deck, fe_optimisation
 
 # ccx 2.20's job.dat of a 1-element bar in 3 increments (captured as written)
 DAT = (

@@ -13,7 +13,8 @@ from test_fidelity import fe_rows
 from tierbench import answer, fidelity, matrix, needs, preflight
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
-from tierbench.workloads import calculix, calculix_deck, registry
+from tierbench.workloads import registry
+from tierbench.workloads.fe import calculix, calculix_deck
 
 EXAMPLE = REPO / "config/studies/examples/calculix_deck.yaml"
 TEST_DECKS = Path(calculix_deck.TEST_DECKS)

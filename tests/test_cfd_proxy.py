@@ -19,12 +19,22 @@ import pytest
 import yaml
 from conftest import REPO, job_spec
 from test_openfoam import case_tier, solver  # noqa: F401 (solver: simpleFoam, or a skip outside CI)
-from tierbench import cfd_writer, compute, foam, foam_read, foam_write, matrix, native, rundir
+from tierbench import compute, matrix, native, rundir
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.records import metric
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import cfd_launch, cfd_proxy, cfd_proxy_plan, openfoam, openfoam_plan
+from tierbench.workloads.cfd import (
+    cfd_launch,
+    cfd_proxy,
+    cfd_proxy_plan,
+    cfd_writer,
+    foam,
+    foam_read,
+    foam_write,
+    openfoam,
+    openfoam_plan,
+)
 
 HAVE_MPI = shutil.which("mpiexec") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpiexec (openmpi-bin) is not installed")
@@ -80,7 +90,7 @@ def run_writer(tmp_path, ranks: int, config: dict, name: str = "case"):
     """The MPI program on its own (no runner), so its output can be inspected."""
     case, out = tmp_path / name, tmp_path / f"{name}.json"
     command = cfd_launch.launch_command("mpiexec", ranks, 1, local=True) + [
-        sys.executable, "-m", "tierbench.cfd_writer",
+        sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer",
         "--case", str(case), "--config", json.dumps(config), "--out", str(out),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=mpi_env(), timeout=120)
@@ -644,7 +654,7 @@ def test_each_step_logs_and_faults_in_what_it_is_set_to(tmp_path):
     for name, fresh in (("fresh", 400_000), ("none", 0)):
         out = tmp_path / f"{name}.json"
         argv = [
-            *command, sys.executable, "-m", "tierbench.cfd_writer",
+            *command, sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer",
             "--case", str(tmp_path / name), "--out", str(out),
             "--config", json.dumps({**config, "fresh_bytes": fresh}),
         ]  # fmt: skip
@@ -806,7 +816,7 @@ def test_compute_is_a_time_per_cell_and_step():
 
 HEAP_SCRIPT = """
 import resource, sys
-from tierbench import cfd_writer
+from tierbench.workloads.cfd import cfd_writer
 if sys.argv[1] == "kept":
     assert cfd_writer.keep_heap()
 def write():  # a write's blocks, made afresh and freed, as the proxy's are
@@ -986,7 +996,7 @@ def test_a_rank_without_the_run_folder_on_its_node_makes_and_removes_its_own(tmp
     config = cfd_proxy_plan.writer_config({**PARAMS, "steps": 2, "write_interval": 1})
     case, out = run_folder / "member0", tmp_path / "result.json"
     command = cfd_launch.launch_command("mpiexec", 2, 1, local=True) + [
-        sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
+        sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer", "--case", str(case),
         "--config", json.dumps(config), "--out", str(out), "--run-folder", str(run_folder),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=mpi_env(), timeout=120)

@@ -113,7 +113,7 @@ def test_preflight_in_a_slurm_job_defers_node_local_tiers(tmp_path, monkeypatch)
 
 def test_a_rank_started_inside_a_job_step_overlaps_it(monkeypatch):
     """A one-task job runs in a step that holds its CPUs: a new step must share them."""
-    from tierbench.workloads import cfd_launch
+    from tierbench.workloads.cfd import cfd_launch
 
     monkeypatch.setenv("SLURM_STEP_ID", "0")
     assert cfd_launch.launch_command("srun --mpi=pmix", 1, 1, local=False)[-1] == "--overlap"

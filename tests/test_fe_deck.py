@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from tierbench.workloads import calculix, fe_deck, fe_model, fe_output, fe_proxy
+from tierbench.workloads.fe import calculix, fe_deck, fe_model, fe_output, fe_proxy
 
 TRUTH = fe_model.Material()
 

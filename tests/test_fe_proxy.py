@@ -18,7 +18,7 @@ from tierbench import matrix
 from tierbench.errors import ConfigError
 from tierbench.rundir import RunFolder
 from tierbench.runner import Job, run_job
-from tierbench.workloads import fe_model, fe_optimisation, fe_output, fe_proxy, frd, ga
+from tierbench.workloads.fe import fe_model, fe_optimisation, fe_output, fe_proxy, frd, ga
 
 TINY = {
     "cores": 1,

@@ -21,8 +21,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tierbench import foam, foam_read, foam_write, syscalls
-from tierbench.workloads import cfd_launch, cfd_proxy_plan, openfoam, openfoam_plan
+from tierbench import syscalls
+from tierbench.workloads.cfd import (
+    cfd_launch,
+    cfd_proxy_plan,
+    foam,
+    foam_read,
+    foam_write,
+    openfoam,
+    openfoam_plan,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -41,7 +49,7 @@ PROXY = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import numpy as np
-    from tierbench import cfd_writer, foam, foam_write
+    from tierbench.workloads.cfd import cfd_writer, foam, foam_write
     root, writes, fmt, cells = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     fields = {**cfd_writer.static_fields(cells, 0), "p": np.linspace(0.0, 1.0, cells)}
     writer, kept = foam_write.UncollatedWriter(root, fields, fmt, False), []
@@ -175,7 +183,7 @@ def proxy_collated_calls(folder: Path, fmt: str, cells: int, native: bool) -> li
         case = folder / name
         case.mkdir()
         config = json.dumps(cfd_proxy_plan.writer_config(params))
-        argv = [sys.executable, "-m", "tierbench.cfd_writer", "--case", str(case),
+        argv = [sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer", "--case", str(case),
                 "--config", config, "--out", str(folder / f"{name}.json")]  # fmt: skip
         runs[interval] = traced_ranks(argv, case, env, folder / name)
     return collated_per_write(runs)

@@ -247,7 +247,7 @@ MANY_POOLS = """
 import sys
 from pathlib import Path
 from tierbench import runner
-from tierbench.workloads import fe_optimisation, ga
+from tierbench.workloads.fe import fe_optimisation, ga
 def evaluate(task):
     return {"ok": True, "misfit": 1.0}
 runner.stop_on_sigterm()

@@ -23,12 +23,12 @@ LAYERS = (
         {
             "__init__", "errors", "units", "records", "files", "tiers", "schemas", "job",
             "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations", "compute",
-            "native", "foam", "foam_read", "foam_write", "foamcase", "cfd_writer", "syscalls",
-            "pagecache",
+            "native", "syscalls", "pagecache",
         },
     ),
     # the cluster on one machine: infrastructure beside the pipeline, built on the helpers
     ("the cluster on one machine", {"minicluster", "minicluster.*"}),
+    # each application beside its proxy and their helpers: workloads.cfd.*, workloads.fe.*
     ("workloads", {"workloads", "workloads.*"}),
     (
         "planning and running",
@@ -175,6 +175,29 @@ def import_graph() -> dict[str, set[str]]:
 def test_no_two_modules_import_each_other_even_inside_functions():
     found = circles(import_graph())
     assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_an_application_never_reaches_its_proxy():
+    """The proxy may import its application (to time it), never the other way round, not
+    even through a helper: what the two share lives in a module of its own (cfd_launch)."""
+    from tierbench.workloads import modules as workload_modules
+    from tierbench.workloads import registry
+
+    graph = import_graph()
+    where = {name: f"workloads.{path}" for name, path in workload_modules().items()}
+    found = []
+    for pair in (w.stands_for for w in registry().values() if w.stands_for is not None):
+        proxy = {m for n, m in where.items() if n.startswith(pair.proxy)}
+        application = sorted(m for n, m in where.items() if n.startswith(pair.real))
+        for start in application:
+            seen, todo = set(), [start]
+            while todo:
+                for target in graph.get(todo.pop(), ()):
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
+            found += [f"{start} reaches {m}" for m in sorted(seen & proxy)]
+    assert not found, "\n".join(found)
 
 
 def test_the_circle_check_finds_a_circle_through_three_modules():

@@ -4,7 +4,8 @@ import errno
 
 import numpy as np
 import pytest
-from tierbench import cfd_writer, foam, foam_write, native
+from tierbench import native
+from tierbench.workloads.cfd import cfd_writer, foam, foam_write
 
 
 @pytest.fixture

@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, fixture_text, job_spec
-from tierbench import foam, matrix
+from tierbench import matrix
 from tierbench.errors import ConfigError, PointFailed
 from tierbench.runner import run_job
-from tierbench.workloads import (
-    get,
+from tierbench.workloads import get
+from tierbench.workloads.cfd import (
+    cfd_launch,
+    foam,
     openfoam,
     openfoam_log,
     openfoam_plan,
@@ -96,8 +98,9 @@ def test_control_dict_follows_the_write_parameters():
 def test_no_writes_means_a_write_interval_longer_than_the_run():
     files = openfoam_plan.case_files(params(steps=6, write_interval="none"))
     assert int(control(files, "writeInterval")) > int(control(files, "endTime"))
-    assert openfoam_plan.write_steps(params(steps=6, write_interval="none")) == []
-    assert openfoam_plan.write_steps(params(steps=6, write_interval=4)) == [4]
+    none = cfd_launch.write_interval(params(steps=6, write_interval="none"))
+    assert cfd_launch.write_steps(6, none) == []
+    assert cfd_launch.write_steps(6, cfd_launch.write_interval(params(write_interval=4))) == [4]
 
 
 def test_awkward_cell_counts_are_refused_with_a_nearby_one():

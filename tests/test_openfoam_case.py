@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, job_spec
-from tierbench import fidelity, foamcase, matrix, needs, preflight
+from tierbench import fidelity, matrix, needs, preflight
 from tierbench.answer import answers
 from tierbench.errors import ConfigError
 from tierbench.runner import run_job
-from tierbench.workloads import openfoam, openfoam_plan, openfoam_usercase, registry
+from tierbench.workloads import registry
+from tierbench.workloads.cfd import foamcase, openfoam, openfoam_plan, openfoam_usercase
 
 TUTORIALS = Path(openfoam.TUTORIALS)
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"

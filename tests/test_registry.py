@@ -97,8 +97,40 @@ def test_a_new_workload_brings_its_page_cache_rule_and_without_one_reads_unknown
 def test_every_module_with_a_declaration_is_registered():
     names = set(registry())
     assert {"fio", "dd", "pv", "stream", "fe_proxy", "cfd_proxy"} <= names
-    modules = {p.stem for p in (REPO / "workflow/tierbench/workloads").glob("*.py")}
+    modules = {p.stem for p in (REPO / "workflow/tierbench/workloads").rglob("*.py")}
     assert names <= modules
+
+
+def test_a_workload_in_a_sub_package_is_registered_under_its_own_name(tmp_path, monkeypatch):
+    """An application, its proxy and their helpers may share a sub-package of workloads/:
+    the workload keeps its module's name, and get() imports that module only."""
+    import tierbench.workloads as package
+
+    folder = tmp_path / "toys"
+    folder.mkdir()
+    (folder / "__init__.py").write_text('"""A toy application and its helper."""\n')
+    (folder / "toy.py").write_text(
+        textwrap.dedent(TOY_MODULE)
+        .replace("from .. import", "from ... import")
+        .replace("from ..records", "from ...records")
+        .replace("from . import", "from .. import")
+    )
+    (folder / "toy_helper.py").write_text("raise ImportError('a helper get() need not import')\n")
+    caches = (package.modules, package.registry, package.get)
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    for cached in caches:
+        cached.cache_clear()
+    try:
+        assert package.modules()["toy"] == "toys.toy"
+        toy = package.get("toy")
+        assert toy.name == "toy" and toy.run.__module__ == "tierbench.workloads.toys.toy"
+    finally:
+        monkeypatch.undo()
+        for cached in caches:
+            cached.cache_clear()
+        for name in [m for m in sys.modules if m.startswith("tierbench.workloads.toys")]:
+            del sys.modules[name]
+    assert "toy" not in package.modules()
 
 
 def test_a_misspelt_hook_fails_when_declared():

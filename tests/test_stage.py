@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, job_spec, study_for_report
-from tierbench import foam, matrix, pagecache, report, staging
+from tierbench import matrix, pagecache, report, staging
 from tierbench.errors import ConfigError, PointSkipped
 from tierbench.intervals import Sample
 from tierbench.runner import Job, run_job
 from tierbench.workloads import get, stage
+from tierbench.workloads.cfd import foam
 
 CASE = {"ranks": 2, "cells_per_rank": 500, "file_set": "document_001"}
 CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())

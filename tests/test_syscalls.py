@@ -12,7 +12,7 @@ from conftest import FIXTURES, REPO, job_spec
 from tierbench import matrix, runner, syscalls
 from tierbench.errors import PointFailed
 from tierbench.records import metric
-from tierbench.workloads import cfd_proxy
+from tierbench.workloads.cfd import cfd_proxy
 
 # strace 6.1 on Debian 12, x86_64: `strace -f -c -o FILE sh -c 'mkdir -p /tmp/xx; echo hi >
 # /tmp/xx/a; mv /tmp/xx/a /tmp/xx/b; sync /tmp/xx/b; rm -r /tmp/xx'` (rows cut for length)

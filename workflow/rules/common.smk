@@ -648,7 +648,7 @@ def bench_mpi(workload):
 
     snakemake-executor-plugin-slurm refuses an MPI job of one task, so such a
     job runs as any other, inside a job step, and its launcher starts the one
-    rank there (tierbench.workloads.cfd_launch.launch_command).
+    rank there (tierbench.workloads.cfd.cfd_launch.launch_command).
     """
     tasks = point_resource(workload, "tasks")
     is_mpi = get_workload(workload).mpi

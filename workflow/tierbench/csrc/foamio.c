@@ -3,11 +3,11 @@
  * write_time(files, fsync, mkdirs=1) -> (bytes written, folders made)
  *
  *   files   list or tuple of (bytes path, calls): each file is made as OpenFOAM's
- *           OFstream makes it (tierbench.foam_write.write_files says which calls and why):
- *           mkdir of its folder the way Foam::mkDir does it (EEXIST is success,
- *           ENOENT makes the parent first), a stat of <path>.gz and of <path>, open
- *           with O_TRUNC, then one writev per entry of calls (a tuple of buffers:
- *           what libstdc++'s filebuf hands the kernel at once), close
+ *           OFstream makes it (tierbench.workloads.cfd.foam_write.write_files says
+ *           which calls and why): mkdir of its folder the way Foam::mkDir does it
+ *           (EEXIST is success, ENOENT makes the parent first), a stat of <path>.gz
+ *           and of <path>, open with O_TRUNC, then one writev per entry of calls (a
+ *           tuple of buffers: what libstdc++'s filebuf hands the kernel at once), close
  *   fsync   true: fsync every file before closing it
  *   mkdirs  Foam::mkDir calls on each file's folder (the collated master makes two)
  *
@@ -19,12 +19,12 @@
  *   solver. "%+.<width-7>e", so every number is `width` characters (magnitudes
  *   below 1e-99 written as zero, above 9.9..e99 clipped); rows of one number
  *   end in a newline, vectors are "(a b c)\n". The bytes are those
- *   tierbench.foam.format_numbers makes in Python.
+ *   tierbench.workloads.cfd.foam.format_numbers makes in Python.
  *
- * The same system calls tierbench.foam makes in Python, with no interpreter
- * between them: with 1-cell fields on tmpfs the Python around the calls cost
- * as much as the calls. Errors raise OSError naming the path, as os.mkdir and
- * os.open do. Built at run time by tierbench.native.
+ * The same system calls tierbench.workloads.cfd.foam makes in Python, with no
+ * interpreter between them: with 1-cell fields on tmpfs the Python around the
+ * calls cost as much as the calls. Errors raise OSError naming the path, as
+ * os.mkdir and os.open do. Built at run time by tierbench.native.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

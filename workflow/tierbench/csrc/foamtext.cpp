@@ -6,8 +6,9 @@
  * number. A bare snprintf makes the same text in about 0.7 of that time
  * (design.md), so the proxy formats through a std::ostream too. The stream is
  * scientific with a sign and `width - 7` digits, so every number is `width`
- * characters and file sizes follow the formula (tierbench.foam.format_numbers
- * makes the same bytes in Python). Compiled into the _foamio helper.
+ * characters and file sizes follow the formula
+ * (tierbench.workloads.cfd.foam.format_numbers makes the same bytes in Python).
+ * Compiled into the _foamio helper.
  */
 #include <cmath>
 #include <cstddef>

@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import foam, plotting, schemas
+from .. import plotting, schemas
 from ..units import format_size
+from ..workloads.cfd import foam
 
 DOCUMENT = "001"
 #: parameters the figures group by; a table without the column gets the workload's schema default

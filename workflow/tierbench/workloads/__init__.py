@@ -1,17 +1,20 @@
 """The workload registry: each workload module declares itself once.
 
-A workload is a module of this package that defines ``WORKLOAD = Workload(...)``
-and has a parameter schema ``workflow/schemas/params/<name>.schema.yaml``.
-Everything else follows from that declaration: the Snakemake rule that runs its
-points, the config schema's list of workloads, the tools preflight checks and
-set-up installs, the figure family that plots it and the resources its jobs
-ask for. Hooks are typed fields, so a misspelt one is an error when the module
-is imported (at parse time), never a silent fallback to default resources.
+A workload is a module of this package, or of a sub-package of it (an application
+beside its proxy and their helpers), named after the workload, that defines
+``WORKLOAD = Workload(...)`` and has a parameter schema
+``workflow/schemas/params/<name>.schema.yaml``. Everything else follows from that
+declaration: the Snakemake rule that runs its points, the config schema's list of
+workloads, the tools preflight checks and set-up installs, the figure family that
+plots it and the resources its jobs ask for. Hooks are typed fields, so a misspelt
+one is an error when the module is imported (at parse time), never a silent
+fallback to default resources.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -201,9 +204,32 @@ class Workload:
         return function(params) if function is not None else HOOK_DEFAULTS[hook]
 
 
+@cache
+def modules() -> dict[str, str]:
+    """Every module of this package and of its sub-packages, by its own name: the dotted
+    path below this package. A workload's name is its module's own name, so the
+    names are unique across the sub-packages."""
+    found = {}
+
+    def walk(path: str, prefix: str) -> None:
+        for info in pkgutil.iter_modules([path]):
+            if info.ispkg:
+                walk(os.path.join(path, info.name), f"{prefix}{info.name}.")
+            elif info.name in found:
+                raise TypeError(
+                    f"two modules named {info.name}: {found[info.name]}, {prefix}{info.name}"
+                )
+            else:
+                found[info.name] = f"{prefix}{info.name}"
+
+    for path in __path__:
+        walk(path, "")
+    return found
+
+
 def _declared(module_name: str) -> Workload | None:
     """The WORKLOAD a module of this package declares (None: a helper module, not a workload)."""
-    module = importlib.import_module(f"{__name__}.{module_name}")
+    module = importlib.import_module(f"{__name__}.{modules()[module_name]}")
     declared = getattr(module, "WORKLOAD", None)
     if declared is not None and (
         not isinstance(declared, Workload) or declared.name != module_name
@@ -216,8 +242,8 @@ def _declared(module_name: str) -> Workload | None:
 def registry() -> dict[str, Workload]:
     """Every workload of this package, by name, in name order."""
     found = {}
-    for info in pkgutil.iter_modules(__path__):
-        declared = _declared(info.name)
+    for name in modules():
+        declared = _declared(name)
         if declared is not None:
             found[declared.name] = declared
     return dict(sorted(found.items()))
@@ -226,8 +252,7 @@ def registry() -> dict[str, Workload]:
 @cache
 def get(name: str) -> Workload:
     """One workload; only its own module is imported (a job's environment has its tools only)."""
-    known = [info.name for info in pkgutil.iter_modules(__path__)]
-    declared = _declared(name) if name in known else None
+    declared = _declared(name) if name in modules() else None
     if declared is None:
         raise KeyError(f"no workload {name} (known: {', '.join(registry())})")
     return declared

@@ -13,7 +13,7 @@ One job runs one repetition:
    (``source_path`` of the spec, resolved when the study was planned),
    untimed: ``case: cfd_proxy`` writes the decomposed case as cfd_proxy lays
    it out, ``processor<rank>/0/`` with the files of one write of
-   ``file_set`` for ``ranks`` x ``cells_per_rank`` (tierbench.foam);
+   ``file_set`` for ``ranks`` x ``cells_per_rank`` (tierbench.workloads.cfd.foam);
    ``case: openfoam`` makes a real one with the openfoam workload's own case
    builder (the duct, blockMesh, decomposePar), skipped with the reason where
    OpenFOAM is not installed. Its files, folders and bytes are counted.
@@ -70,12 +70,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import foam, foam_write, pagecache, rundir
+from .. import pagecache, rundir
 from ..cluster import in_job_step, in_slurm_job
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..records import metric, utc_now
 from ..schemas import schema_defaults
 from . import Tool, Workload
+from .cfd import foam, foam_write
 
 if TYPE_CHECKING:
     from ..job import Job
@@ -134,7 +135,7 @@ def planned_bytes(params: dict) -> int:
     p = with_defaults(params)
     if p["case"] == "cfd_proxy":
         return proxy_case_bytes(p)
-    from . import openfoam_plan
+    from .cfd import openfoam_plan
 
     # the mesh and initial fields, undecomposed and decomposed: about 4 writes' worth
     return 4 * openfoam_plan.bytes_per_write(openfoam_params(p))
@@ -152,7 +153,7 @@ def runtime_s(params: dict) -> float:
 
 def openfoam_params(p: dict) -> dict:
     """The openfoam workload's parameters of the case: its shape, one member."""
-    from . import openfoam_plan
+    from .cfd import openfoam_plan
 
     shape = {key: p[key] for key in ("ranks", "cells_per_rank", "write_format")}
     return openfoam_plan.with_defaults({**shape, "ensemble": 1, "file_handler": "uncollated"})
@@ -162,7 +163,7 @@ def check_params(params: dict) -> None:
     """A real case needs a block blockMesh can mesh (openfoam's rule)."""
     p = with_defaults(params)
     if p["case"] == "openfoam":
-        from . import openfoam_plan
+        from .cfd import openfoam_plan
 
         shape = foam.block_shape(p["cells_per_rank"])
         if openfoam_plan.aspect(shape) > openfoam_plan.MAX_ASPECT:
@@ -210,7 +211,7 @@ def tally(root: Path) -> dict[str, int]:
 
 def build_proxy_case(case: Path, params: dict) -> None:
     """cfd_proxy's decomposed case: ``processor<rank>/0/`` with one write's files per rank."""
-    from ..cfd_writer import static_fields
+    from .cfd.cfd_writer import static_fields
 
     p = with_defaults(params)
     cells, ranks = p["cells_per_rank"], p["ranks"]
@@ -226,7 +227,7 @@ def build_proxy_case(case: Path, params: dict) -> None:
 
 def build_openfoam_case(job: Job, case: Path, params: dict) -> dict:
     """A real case: the openfoam workload's duct, meshed and decomposed; the tools' times."""
-    from . import openfoam, openfoam_plan
+    from .cfd import openfoam, openfoam_plan
 
     env, how = openfoam_plan.openfoam_environment(job.spec.get("openfoam"))
     try:

@@ -1,6 +1,7 @@
 """What the openfoam workload and its proxy, cfd_proxy, share: how their ranks are
 launched (launcher, its environment, the nodes each member spans), how a launch's output
-reaches its log, the write-interval check, and the page-cache rule of their output.
+reaches its log, the write interval and the steps it writes, and the page-cache rule of
+their output.
 
 The application imports this module and never its proxy; the proxy imports both (it can
 time the application in its own job).
@@ -14,12 +15,12 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import pagecache
-from ..cluster import in_job_step
-from ..errors import PointFailed
-from ..job import Job
+from ... import pagecache
+from ...cluster import in_job_step
+from ...errors import PointFailed
+from ...job import Job
 
-PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
+PACKAGE_DIR = str(Path(__file__).resolve().parents[3])
 DEFAULT_LAUNCHER = "mpiexec"
 OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
 #: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
@@ -30,6 +31,12 @@ def write_interval(params: dict) -> int | None:
     """Steps (iterations) between writes, or None for the no-I/O baseline (``none``)."""
     value = params["write_interval"]
     return None if value == "none" else int(value)
+
+
+def write_steps(steps: int, interval: int | None) -> list[int]:
+    """The steps (iterations, from 1) that write: every ``interval``-th of ``steps``; none
+    for the no-I/O baseline (None)."""
+    return list(range(interval, steps + 1, interval)) if interval else []
 
 
 def check_write_interval(params: dict, step: str = "step") -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import PointFailed
+from ...errors import PointFailed
 
 #: the writer name of a serial (1-rank) run's time folders, in the case itself
 SERIAL = "case"

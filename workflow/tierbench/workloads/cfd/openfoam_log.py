@@ -13,7 +13,7 @@ from statistics import mean, median
 
 import numpy as np
 
-from ..errors import PointFailed
+from ...errors import PointFailed
 
 #: ClockTime is whole seconds: the arrivals may differ from it by up to ~1 s, and a bit
 STAMP_TOLERANCE_S = 1.5

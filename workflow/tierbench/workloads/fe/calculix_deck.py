@@ -59,9 +59,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PointFailed
-from ..records import metric
-from ..units import format_size, parse_size
+from ...errors import PointFailed
+from ...records import metric
+from ...units import format_size, parse_size
 
 SUFFIX = ".inp"
 #: a deck gzipped (CalculiX's own test decks, as Debian ships them): unpacked in the copy

@@ -10,8 +10,8 @@ import shlex
 from decimal import Decimal
 from statistics import mean
 
-from ..errors import PointFailed
-from ..records import metric
+from ...errors import PointFailed
+from ...records import metric
 from .cfd_launch import (
     error_of_mean,
 )

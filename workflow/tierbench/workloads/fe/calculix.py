@@ -1,7 +1,7 @@
 """calculix: document 000's optimisation with the real solver, CalculiX's ``ccx``.
 
 With a ``deck``, a point runs the user's own input deck instead, once per
-repetition (:mod:`tierbench.workloads.calculix_deck`); without one, the
+repetition (:mod:`tierbench.workloads.fe.calculix_deck`); without one, the
 optimisation below.
 
 The same optimisation as ``fe_proxy`` (``fe_optimisation``: the GA's
@@ -77,11 +77,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PointFailed, PointNotApplicable, PointSkipped
-from ..job import Job
-from ..records import metric
-from ..schemas import complete
-from . import Tool, Workload, calculix_deck, fe_deck, fe_model, fe_optimisation, ga
+from ...errors import PointFailed, PointNotApplicable, PointSkipped
+from ...job import Job
+from ...records import metric
+from ...schemas import complete
+from .. import Tool, Workload
+from . import calculix_deck, fe_deck, fe_model, fe_optimisation, ga
 
 CCX = "ccx"
 JOB = "job"

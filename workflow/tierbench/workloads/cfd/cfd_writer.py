@@ -2,25 +2,26 @@
 
 Run under a launcher, one process per rank::
 
-    mpiexec -n 4 python -m tierbench.cfd_writer --case DIR --config JSON --out result.json
+    mpiexec -n 4 python -m tierbench.workloads.cfd.cfd_writer --case DIR --config JSON \
+        --out result.json
 
 Every step each rank does a real compute phase (Jacobi sweeps of a 2-D
 Laplace problem on its slab of ``cells`` cells, exchanging halo rows with its
 neighbours, as a coupled solver does; the master writes its log lines among
 the sweeps, and the step takes fresh memory from the kernel and gives it back,
 as the application's does: :class:`StepExtras`), then, every ``write_interval`` steps,
-the write phase of :mod:`tierbench.foam` (uncollated or collated), then a
+the write phase of :mod:`tierbench.workloads.cfd.foam` (uncollated or collated), then a
 barrier. Steps are timed on every rank; a step's time is the maximum over
 ranks (the barrier makes them nearly equal). Steps with and without a write
 are reported apart, and the write phase is timed on its own.
 
-What a write puts on disk is ``file_set``'s (:mod:`tierbench.foam`): ``v1912``
+What a write puts on disk is ``file_set``'s (:mod:`tierbench.workloads.cfd.foam`): ``v1912``
 (the default) the 9 files per rank per write of OpenFOAM v1912, their fields'
 boundary patches those of the rank's block of the duct (rank 0 has the inlet,
 the last rank the outlet, every rank a processor patch per neighbour), or
 ``document_001`` the 8 files document 001 lists. The Jacobi sweeps run on a
 2-D slab of the rank's cells; the files describe the 3-D block the openfoam
-workload meshes for the same cells (:func:`tierbench.foam.block_shape`).
+workload meshes for the same cells (:func:`tierbench.workloads.cfd.foam.block_shape`).
 
 The program counts the files and folders it creates and checks them against
 the layout (uncollated: ranks x writes x 9 files, or 8 in document_001's set,
@@ -65,9 +66,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import compute, foam, foam_read, foam_write, native
-from .records import utc_now
-from .rundir import MARKER
+from ... import compute, native
+from ...records import utc_now
+from ...rundir import MARKER
+from . import foam, foam_read, foam_write
+from .cfd_launch import write_steps
 
 GATE_TIMEOUT_S = 300.0
 #: glibc's mallopt parameters, and the largest block a kept heap serves (glibc's own limit)
@@ -256,12 +259,6 @@ def expected_counts(config: dict, ranks: int) -> tuple[int, int, int]:
     )
 
 
-def write_steps(steps: int, write_interval: int | None) -> list[int]:
-    if not write_interval:
-        return []
-    return list(range(write_interval, steps + 1, write_interval))
-
-
 def timed_step(solver: Solver, sweeps: int) -> float:
     """Seconds one step of ``sweeps`` sweeps takes, started together, on the slowest rank
     (every rank gets the same number, so all make the same choices from it)."""
@@ -445,7 +442,7 @@ class CollatedOutput:
 
     As v1912 without a write thread: every rank serialises each field into one
     block, the master gathers the blocks (their sizes, then their bytes) and
-    writes the time folder (:class:`tierbench.foam_write.CollatedWriter`); the other
+    writes the time folder (:class:`tierbench.workloads.cfd.foam_write.CollatedWriter`); the other
     ranks touch no file.
     """
 

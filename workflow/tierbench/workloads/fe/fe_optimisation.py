@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import pagecache
-from ..errors import PointSkipped
-from ..job import Job
-from ..records import metric
+from ... import pagecache
+from ...errors import PointSkipped
+from ...job import Job
+from ...records import metric
 from . import fe_model, ga
 
 #: the known material of the target curve, and what the GA fits (MPa)

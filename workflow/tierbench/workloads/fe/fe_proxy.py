@@ -59,12 +59,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import compute
-from ..errors import PointFailed, PointNotApplicable
-from ..job import Job
-from ..records import metric
-from ..schemas import complete
-from . import Pair, Workload, calculix, fe_deck, fe_model, fe_optimisation, frd, ga
+from ... import compute
+from ...errors import PointFailed, PointNotApplicable
+from ...job import Job
+from ...records import metric
+from ...schemas import complete
+from .. import Pair, Workload
+from . import calculix, fe_deck, fe_model, fe_optimisation, frd, ga
 from .fe_output import (
     CALLS,
     CVG_HEAD,

@@ -12,14 +12,15 @@ import subprocess
 from pathlib import Path
 from string import Template
 
-from ..errors import PointFailed
-from ..foam import block_shape
-from ..schemas import schema_defaults
+from ...errors import PointFailed
+from ...schemas import schema_defaults
 from .cfd_launch import (
     alone_first,
     check_write_interval,
     write_interval,
+    write_steps,
 )
+from .foam import block_shape
 from .openfoam_usercase import (
     BYTES_PER_RANK_WRITE,
     OVERRIDABLE,
@@ -49,12 +50,6 @@ SOLVER_TIMEOUT_S = 3600.0
 
 def with_defaults(params: dict) -> dict:
     return {**DEFAULTS, **params}
-
-
-def write_steps(params: dict) -> list[int]:
-    """The iterations that write (controlDict: writeControl timeStep)."""
-    interval = write_interval(params)
-    return [] if interval is None else list(range(interval, params["steps"] + 1, interval))
 
 
 # ------------------------------------------------------------------ case
@@ -186,7 +181,8 @@ def planned_bytes(params: dict) -> int:
     """
     p = with_defaults(params)
     if p["case"] is None:
-        return (kept_writes(len(write_steps(p)), p["purge_write"]) + 4) * bytes_per_write(p)
+        writes = len(write_steps(p["steps"], write_interval(p)))
+        return (kept_writes(writes, p["purge_write"]) + 4) * bytes_per_write(p)
     plan = case_plan(p)
     kept = kept_writes(plan.writes, plan.purge)
     return plan.size * p["ensemble"] + (kept + 3) * plan.bytes_per_write(p["ranks"], p["ensemble"])

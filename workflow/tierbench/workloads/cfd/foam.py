@@ -2,13 +2,13 @@
 
 Pure functions, no MPI, no files written: the layout of a time folder, the
 bytes of every file (FoamFile header, field values in ``binary`` or ``ascii``,
-boundary patches)) and the collated container. :mod:`tierbench.foam_write` writes
-them, with OpenFOAM's calls; :mod:`tierbench.foam_read` reads them back.
+boundary patches)) and the collated container. :mod:`tierbench.workloads.cfd.foam_write` writes
+them, with OpenFOAM's calls; :mod:`tierbench.workloads.cfd.foam_read` reads them back.
 
 Two file sets (``file_set``):
 
 ``v1912`` (the default) is what OpenFOAM v1912's simpleFoam (kOmegaSST, the
-duct case of :mod:`tierbench.workloads.openfoam`, ``fileHandler
+duct case of :mod:`tierbench.workloads.cfd.openfoam`, ``fileHandler
 uncollated``) writes, measured::
 
     processor<rank>/<time>/{U,p,k,omega,nut,phi}
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import native
+from ... import native
 
 #: field name -> (OpenFOAM class, value type, components per value, values per cell)
 FIELDS = {

@@ -2,7 +2,7 @@
 OpenFOAM v1912 makes for them (its OFstream's buffer, Foam::mkDir, Foam::rmDir),
 uncollated or collated, and purgeWrite.
 
-What the files hold, byte for byte, is :mod:`tierbench.foam`'s (pure functions); this
+What the files hold, byte for byte, is :mod:`tierbench.workloads.cfd.foam`'s (pure functions); this
 module is the part that writes them.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import native
-from .files import CREATE, write_all
+from ... import native
+from ...files import CREATE, write_all
 from .foam import (
     _TIME,
     DEFAULT_FILE_SET,

@@ -1,7 +1,7 @@
 """OpenFOAM-style output read back: a field file's header and values, a collated
 container's blocks, and the files and folders of a tree. The proxy's checks and the
-tests read what :mod:`tierbench.foam_write` wrote with these, against :mod:`tierbench.foam`'s
-layout.
+tests read what :mod:`tierbench.workloads.cfd.foam_write` wrote with these, against
+:mod:`tierbench.workloads.cfd.foam`'s layout.
 """
 
 from __future__ import annotations

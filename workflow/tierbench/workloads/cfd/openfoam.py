@@ -63,7 +63,7 @@ errors, that variable is all it needs). The case's dictionaries are written
 for v1912 (``constant/turbulenceProperties``); a release that wants
 ``momentumTransport`` (OpenFOAM.org 8 and later) is not supported.
 
-A case of your own (``case``: a folder; :mod:`tierbench.foamcase` reads and
+A case of your own (``case``: a folder; :mod:`tierbench.workloads.cfd.foamcase` reads and
 edits its dictionaries): each member gets a copy of it (timed,
 ``case_copy_time``), the controlDict entries the study overrides are
 set and nothing else (``steps``: endTime = start + steps x deltaT at a fixed
@@ -100,12 +100,13 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 
-from .. import foamcase, syscalls
-from ..cluster import in_job_step
-from ..errors import PointFailed, PointNotApplicable
-from ..job import Job
-from ..records import JOB_TIME, metric, whole_run_timed
-from . import Tool, Workload
+from ... import syscalls
+from ...cluster import in_job_step
+from ...errors import PointFailed, PointNotApplicable
+from ...job import Job
+from ...records import JOB_TIME, metric, whole_run_timed
+from .. import Tool, Workload
+from . import foamcase
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
     OPEN_MPI_LAUNCHERS,
@@ -377,7 +378,7 @@ def member_tree(job: Job, member: Member, everything: bool) -> dict[str, int]:
         return tree(member.case, everything)
     code = (
         "import json, sys; from pathlib import Path; "
-        "from tierbench.workloads.openfoam import tree; "
+        "from tierbench.workloads.cfd.openfoam import tree; "
         "print(json.dumps(tree(Path(sys.argv[1]), sys.argv[2] == '1')))"
     )
     found: dict[str, int] = {}

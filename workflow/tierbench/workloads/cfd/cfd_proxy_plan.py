@@ -10,13 +10,13 @@ import os
 import socket
 from pathlib import Path
 
-from .. import compute, foam
-from ..job import Job
-from ..records import utc_now
-from ..rundir import RunFolder
-from ..schemas import complete, schema_defaults
-from ..units import parse_size
-from . import openfoam, openfoam_plan
+from ... import compute
+from ...job import Job
+from ...records import utc_now
+from ...rundir import RunFolder
+from ...schemas import complete, schema_defaults
+from ...units import parse_size
+from . import foam, openfoam, openfoam_plan
 from .cfd_launch import (
     check_write_interval,
     write_interval,
@@ -165,8 +165,8 @@ def time_application(job: Job) -> tuple[float, dict]:
 
 
 def writer_config(params: dict, target: float | None = None) -> dict:
-    """What :mod:`tierbench.cfd_writer` needs, from the point's parameters (``target``: the
-    compute per step, when the point does not give it)."""
+    """What :mod:`tierbench.workloads.cfd.cfd_writer` needs, from the point's parameters
+    (``target``: the compute per step, when the point does not give it)."""
     p = with_defaults(params)
     target = compute_target(p) if target is None else target
     return {

@@ -12,7 +12,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from ..files import APPEND, CREATE, write_all
+from ...files import APPEND, CREATE, write_all
 from . import fe_deck, fe_model, frd
 
 JOB = "job"

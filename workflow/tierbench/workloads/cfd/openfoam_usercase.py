@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from .. import foamcase
+from . import foamcase
 
 #: a parameter's value that keeps the case's own setting (the default with ``case``)
 OWN = "case"

@@ -3,12 +3,12 @@
 One job runs one point: ``ensemble`` independent simulations of ``ranks``
 ranks each, started together on the same tier, each in its own case folder
 of the run folder (``member<i>/processor<rank>/<time>/...``). Each simulation
-is one launch of :mod:`tierbench.cfd_writer` through the launcher Snakemake
+is one launch of :mod:`tierbench.workloads.cfd.cfd_writer` through the launcher Snakemake
 gives the rule as its ``mpi`` resource (``mpiexec`` here, ``srun --mpi=pmix``
 under Slurm). The launches wait at a start gate until all of them are up, so
 their measured steps overlap.
 
-What a write puts on disk is ``file_set``'s (:mod:`tierbench.foam`):
+What a write puts on disk is ``file_set``'s (:mod:`tierbench.workloads.cfd.foam`):
 ``v1912`` (the default) the 9 files per rank per write of OpenFOAM v1912's
 simpleFoam, sized as the openfoam workload's duct of the same cells per rank
 writes them (boundary patches included), or ``document_001`` the 8 files
@@ -24,7 +24,7 @@ before this one where the pipeline gives one (:func:`partner_step_time`), else
 the median of three runs by the study's first job of the shape
 (:func:`application_step_time`).
 The ranks turn that target into Jacobi sweeps on the node
-(:mod:`tierbench.cfd_writer`); an ensemble's members get the sweeps a launch
+(:mod:`tierbench.workloads.cfd.cfd_writer`); an ensemble's members get the sweeps a launch
 of one member's shape found alone first, so a member computes what one
 application run would. Each record holds the target
 (``compute_target_per_step``), the sweeps and the compute time its measured
@@ -49,11 +49,12 @@ import threading
 import time
 from pathlib import Path
 
-from .. import foam, native, syscalls
-from ..errors import PointFailed, PointNotApplicable
-from ..job import Job
-from ..records import JOB_TIME, metric, whole_run_timed
-from . import Pair, Tool, Workload
+from ... import native, syscalls
+from ...errors import PointFailed, PointNotApplicable
+from ...job import Job
+from ...records import JOB_TIME, metric, whole_run_timed
+from .. import Pair, Tool, Workload
+from . import foam
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
     OPEN_MPI_LAUNCHERS,
@@ -136,7 +137,7 @@ def start_members(
         command = [
             *launch_command(launcher, p["ranks"], p["ensemble"], local, member_nodes(job), i),
             *syscalls.rank_prefix(job),
-            sys.executable, "-m", "tierbench.cfd_writer",
+            sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer",
             "--case", str(folder / f"{label}{i}"),
             "--config", json.dumps(config, sort_keys=True),
             "--out", str(control / f"result-{label}{i}.json"),
@@ -211,7 +212,7 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     if session:
         env = {**env, **dict.fromkeys(SESSION_VARS, session)}
     command = launch_command(launcher, p["ranks"], p["ensemble"], local, member_nodes(job), 0) + [
-        sys.executable, "-m", "tierbench.cfd_writer", "--calibrate",
+        sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer", "--calibrate",
         "--case", str(folder / "calibration"),
         "--config", json.dumps(config, sort_keys=True),
         "--out", str(out),
