@@ -227,10 +227,14 @@ def traced_records(wildcards):
 
 def predicts(study):
     """Does the study time and trace the same job (tierbench.predict: its time on other
-    tiers)? The same workload, parameters and scale presets, traced in one experiment."""
+    tiers)? The same workload, parameters and scale presets, traced in one experiment.
+    """
 
     def job(e):
-        return (e["workload"], json.dumps([e.get("params"), e.get("scale")], sort_keys=True))
+        return (
+            e["workload"],
+            json.dumps([e.get("params"), e.get("scale")], sort_keys=True),
+        )
 
     experiments = STUDIES[study]["experiments"]
     traced = {job(e) for e in experiments if e.get("count_syscalls")}
@@ -395,7 +399,9 @@ def report_inputs(studies, elsewhere=None):
             f"{out(s)}/{s}/verdict.json" for s in studies if STUDIES[s].get("document")
         ],
         "fidelity": [f"{out(s)}/{s}/fidelity.json" for s in studies if holds_a_pair(s)],
-        "predictions": [f"{out(s)}/{s}/prediction.json" for s in studies if predicts(s)],
+        "predictions": [
+            f"{out(s)}/{s}/prediction.json" for s in studies if predicts(s)
+        ],
         "repetitions": [
             f"{out(s)}/{s}/repetitions.json"
             for s in studies
