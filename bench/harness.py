@@ -106,6 +106,27 @@ def spread(values: list[float]) -> dict:
     }
 
 
+def within(ratios: list[float], low: float, high: float) -> str:
+    """The median of per-round ratios with its 95 % bootstrap interval, against low-high."""
+    from tierbench import intervals
+
+    found = intervals.of_medians([intervals.sample(ratios)], lambda medians: medians[:, 0])
+    if not found.known:
+        return f"median ratio {found.estimate:.3f} (no interval: {found.reason})"
+    band = f"{low:g}-{high:g}"
+    said = (
+        f"within {band}"
+        if low <= found.low and found.high <= high
+        else f"outside {band}"
+        if found.high < low or found.low > high
+        else f"straddles {low:g} or {high:g}: undecided"
+    )
+    return (
+        f"median ratio {found.estimate:.3f} [{found.low:.3f}, {found.high:.3f}] "
+        f"(95 %, bootstrap): {said}"
+    )
+
+
 def row(item, key, measure, unit, values, goal=None, detail="", **extra) -> dict:
     """One line of the table: the median of ``values`` against ``goal`` (a Goal) or None."""
     stats = spread(values)

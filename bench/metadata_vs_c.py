@@ -22,8 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import REPO, TIER, log, rotated, row
-from tierbench import intervals
+from harness import REPO, TIER, log, rotated, row, within
 from tierbench.rundir import RunFolder
 from tierbench.runner import run_job
 from tierbench.workloads import metadata
@@ -149,22 +148,6 @@ def one_round(order, binary, tier, items, fsync) -> dict[str, dict[str, float]]:
     return {name: runs[name]() for name in order}
 
 
-def within(ratios: list[float]) -> str:
-    """The median of the per-round ratios with its 95 % bootstrap interval, against 0.9-1.1."""
-    found = intervals.of_medians([intervals.sample(ratios)], lambda medians: medians[:, 0])
-    if not found.known:
-        return f"median ratio {found.estimate:.3f} (no interval: {found.reason})"
-    low, high = found.low, found.high
-    said = (
-        "within 0.9-1.1"
-        if low >= 0.9 and high <= 1.1
-        else "outside 0.9-1.1"
-        if high < 0.9 or low > 1.1
-        else "straddles 0.9 or 1.1: undecided"
-    )
-    return f"median ratio {found.estimate:.3f} [{low:.3f}, {high:.3f}] (95 %, bootstrap): {said}"
-
-
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
     size = SIZES[mode]
     DISK.mkdir(parents=True, exist_ok=True)
@@ -193,7 +176,7 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
                     ratios,
                     goal,
                     f"workload {statistics.median(own):,.0f}/s, C {statistics.median(ref):,.0f}/s "
-                    f"(medians); {within(ratios)}; best rounds {max(own):,.0f}/s and "
+                    f"(medians); {within(ratios, 0.9, 1.1)}; best rounds {max(own):,.0f}/s and "
                     f"{max(ref):,.0f}/s, {max(own) / max(ref):.3f}",
                     workload_per_s=own,
                     c_per_s=ref,

@@ -16,8 +16,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from harness import TIER, log, rotated, row
-from tierbench import intervals
+from harness import TIER, log, rotated, row, within
 from tierbench.runner import run_job
 from tierbench.workloads import stream
 
@@ -57,21 +56,6 @@ def one_run(elements: int, threads: int) -> tuple[float, float]:
     return found["triad_bandwidth"], record["duration_s"]
 
 
-def within(ratios: list[float]) -> str:
-    found = intervals.of_medians([intervals.sample(ratios)], lambda medians: medians[:, 0])
-    if not found.known:
-        return f"median {found.estimate:.3f} (no interval: {found.reason})"
-    low, high = found.low, found.high
-    said = (
-        "within 0.95-1.05"
-        if low >= 0.95 and high <= 1.05
-        else "outside 0.95-1.05"
-        if high < 0.95 or low > 1.05
-        else "straddles 0.95 or 1.05: undecided"
-    )
-    return f"median {found.estimate:.3f} [{low:.3f}, {high:.3f}] (95 %, bootstrap): {said}"
-
-
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
     size = SIZES[mode]
     ratio_goal, time_goal = goal
@@ -95,7 +79,8 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
         row(
             11, "stream_cap_triad", f"STREAM triad, capped / rule's arrays, {where}", "ratio",
             ratios, ratio_goal,
-            f"{within(ratios)}; medians {statistics.median(found['capped']['rate']):,.0f} and "
+            f"{within(ratios, 0.95, 1.05)}; medians "
+            f"{statistics.median(found['capped']['rate']):,.0f} and "
             f"{statistics.median(found['rule']['rate']):,.0f} MB/s",
             capped_mb_s=found["capped"]["rate"], rule_mb_s=found["rule"]["rate"],
         ),

@@ -152,14 +152,19 @@ def test_a_second_machine_keeps_both_and_compares(smoke_run):
         cwd=root, capture_output=True, text=True, env=env, check=True,
     ).stdout  # fmt: skip
     assert "testbox" in runs and "second" in runs
+    html = compare_page(root, env)
+    assert "testbox" in html and "second" in html and "worst_case" in html
+
+
+def compare_page(root: Path, env: dict) -> str:
+    """results/compare.html of testbox against second, from the run's database."""
     compared = subprocess.run(
         [sys.executable, "-m", "tierbench.compare", "testbox", "second",
          "--db", "results/tierbench.sqlite", "--out", "results/compare.html"],
         cwd=root, capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert compared.returncode == 0, compared.stderr
-    html = (root / "results/compare.html").read_text()
-    assert "testbox" in html and "second" in html and "worst_case" in html
+    return (root / "results/compare.html").read_text()
 
 
 def test_a_job_is_predicted_on_every_tier_and_on_a_machine_imported_from_an_export(smoke_run):
@@ -214,12 +219,6 @@ def test_a_job_is_predicted_on_every_tier_and_on_a_machine_imported_from_an_expo
     assert (
         "second/disk: predicted" in predicted.stdout and "second/shm: predicted" in predicted.stdout
     )
-    compared = subprocess.run(
-        [sys.executable, "-m", "tierbench.compare", "testbox", "second",
-         "--db", "results/tierbench.sqlite", "--out", "results/compare.html"],
-        cwd=root, capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert compared.returncode == 0, compared.stderr
-    html = (root / "results/compare.html").read_text()
+    html = compare_page(root, env)
     assert "Each side's jobs on the other side's tiers, predicted" in html
     assert "ensemble_setup" in html and "second/disk" in html
