@@ -175,7 +175,7 @@ def test_a_job_is_predicted_on_every_tier_and_on_a_machine_imported_from_an_expo
     root, _ = smoke_run
     done = subprocess.run(
         [*snakemake_command(), "-c2", "--configfile", "config/studies/examples/command.yaml",
-         "--config", "scale=smoke", "repetitions=2"],
+         "--config", "scale=smoke", "repetitions=2", "warmup=False"],
         cwd=root, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
