@@ -220,5 +220,5 @@ def test_a_job_is_predicted_on_every_tier_and_on_a_machine_imported_from_an_expo
         "second/disk: predicted" in predicted.stdout and "second/shm: predicted" in predicted.stdout
     )
     html = compare_page(root, env)
-    assert "Each side's jobs on the other side's tiers, predicted" in html
+    assert "Each side's jobs on every tier of the sides, predicted" in html
     assert "ensemble_setup" in html and "second/disk" in html
