@@ -564,7 +564,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write prediction.json here")
     args = parser.parse_args(argv)
     if not Path(args.db).exists():
-        print(f"tierbench predict: no results database at {args.db}", file=sys.stderr)
+        print(
+            f"tierbench predict: no results database at {args.db} (a finished study run "
+            "creates it; another machine's results come in with ./tierbench import)",
+            file=sys.stderr,
+        )
         return 1
     conn = connect(args.db)
     try:
