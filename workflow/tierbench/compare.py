@@ -39,7 +39,7 @@ from . import __version__
 from .predict import predictions
 from .records import utc_now
 from .report import TEMPLATES, number
-from .resultsdb import DB_HELP, ResultsError, connect, default_db
+from .resultsdb import DB_HELP, ResultsError, connect, default_db, named_runs
 from .units import format_size
 
 BOOTSTRAP_SAMPLES = 2000
@@ -67,29 +67,13 @@ class Side:
 # --- which runs -------------------------------------------------------------------
 
 
-def _run_rows(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[dict]:
-    cursor = conn.execute(f"SELECT * FROM runs {where} ORDER BY started", args)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 def resolve(conn: sqlite3.Connection, selector: str, study: str | None = None) -> Side:
     """A machine name (its latest run of each study) or a run id / unique prefix."""
-    machine_runs = _run_rows(conn, "WHERE machine = ?", (selector,))
-    if machine_runs:
-        latest = {run["study"]: run for run in machine_runs}  # ordered by start: last wins
-        side = Side(selector, latest)
+    runs, is_machine = named_runs(conn, selector)
+    if is_machine:
+        side = Side(selector, {run["study"]: run for run in runs})  # oldest first: last wins
     else:
-        found = _run_rows(conn, "WHERE run_id LIKE ?", (selector + "%",)) if selector else []
-        if len(found) != 1 or len(selector) < 4:
-            everything = _run_rows(conn)
-            machines = ", ".join(sorted({r["machine"] for r in everything})) or "none"
-            what = "is ambiguous" if len(found) > 1 else "is neither a machine nor a run"
-            raise ResultsError(
-                f"{selector!r} {what} in the results database (machines: {machines}; "
-                "runs: ./tierbench list)"
-            )
-        run = found[0]
+        (run,) = runs
         side = Side(f"{run['machine']} {run['run_id'][:8]}", {run["study"]: run})
     if study is not None:
         if study not in side.runs:

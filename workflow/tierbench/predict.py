@@ -42,7 +42,7 @@ import pandas as pd
 
 from . import intervals
 from .records import utc_now
-from .resultsdb import DB_HELP, ResultsError, connect, default_db
+from .resultsdb import DB_HELP, ResultsError, connect, default_db, named_runs, runs
 from .syscalls import OPERATIONS, OPS_PREFIX, WRITE_CLASSES
 from .units import parse_size
 from .workloads import registry
@@ -478,30 +478,16 @@ def predictions(conn: sqlite3.Connection, runs: list[dict]) -> dict:
 # --- which runs ------------------------------------------------------------------------------
 
 
-def _runs(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[dict]:
-    cursor = conn.execute(f"SELECT * FROM runs {where} ORDER BY started", args)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 def select_runs(conn: sqlite3.Connection, selector: str | None, study: str | None) -> list[dict]:
     """A run id (or a unique prefix), or a machine's latest run of each study; none: every
     machine's. Only studies named by ``study`` when given."""
-    everything = _runs(conn)
     if selector:
-        chosen = [r for r in everything if r["machine"] == selector]
-        if not chosen:
-            chosen = [r for r in everything if r["run_id"].startswith(selector)]
-            if len(chosen) != 1 or len(selector) < 4:
-                machines = ", ".join(sorted({r["machine"] for r in everything})) or "none"
-                what = "is ambiguous" if len(chosen) > 1 else "is neither a machine nor a run"
-                raise ResultsError(
-                    f"{selector!r} {what} in the results database (machines: {machines}; "
-                    "runs: ./tierbench list)"
-                )
-            return chosen
-        everything = chosen
-    latest = {(r["machine"], r["study"]): r for r in everything}
+        named, is_machine = named_runs(conn, selector)
+        if not is_machine:
+            return named
+    else:
+        named = runs(conn)
+    latest = {(r["machine"], r["study"]): r for r in named}  # oldest first: the last wins
     return [r for (_, s), r in latest.items() if study is None or s == study]
 
 

@@ -537,6 +537,31 @@ def runs(conn: sqlite3.Connection, machine: str | None = None) -> list[dict]:
     return [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows]
 
 
+def _run_rows(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[dict]:
+    cursor = conn.execute(f"SELECT * FROM runs {where} ORDER BY started", args)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def named_runs(conn: sqlite3.Connection, selector: str) -> tuple[list[dict], bool]:
+    """The runs a command line names, oldest first, and whether it named a machine: every
+    run of that machine, or the one run whose id starts with ``selector`` (4 characters at
+    least); a ResultsError that lists the machines otherwise."""
+    machine_runs = _run_rows(conn, "WHERE machine = ?", (selector,))
+    if machine_runs:
+        return machine_runs, True
+    found = _run_rows(conn, "WHERE run_id LIKE ?", (selector + "%",)) if selector else []
+    if len(found) != 1 or len(selector) < 4:
+        everything = _run_rows(conn)
+        machines = ", ".join(sorted({r["machine"] for r in everything})) or "none"
+        what = "is ambiguous" if len(found) > 1 else "is neither a machine nor a run"
+        raise ResultsError(
+            f"{selector!r} {what} in the results database (machines: {machines}; "
+            "runs: ./tierbench list)"
+        )
+    return found, False
+
+
 # --- append: the pipeline's record_run ---------------------------------------------
 
 
