@@ -172,8 +172,9 @@ def test_a_cost_the_tier_lacks_is_named_not_guessed(db):
 def test_io_above_the_whole_time_is_no_prediction_and_says_why(db):
     db.costs("box", {"fast": (SLOW, 5000.0, 50.0), "slow": (SLOW, 5000.0, 50.0)})
     db.job("box", {"fast": 0.5}, traced_on="fast")
-    [row] = predicted_rows(db)[0]
+    [row], [job] = predicted_rows(db)
     assert row["predicted"] is None and "is not less than its whole time there" in row["reason"]
+    assert job["reason"] == row["reason"] and job["rest"] < 0
 
 
 def test_a_job_timed_but_not_traced_is_not_predicted(db):

@@ -366,9 +366,7 @@ def verdict_table(conn, sides: list[Side]) -> dict:
 def job_predictions(conn, sides: list[Side]) -> dict:
     """The sides' jobs (timed and traced) on every tier of the sides' machines (predict)."""
     runs = [run for side in sides for run in side.runs.values()]
-    machines = {run["machine"] for run in runs}
-    found = predictions(conn, runs)
-    return {**found, "rows": [r for r in found["rows"] if r["machine"] in machines]}
+    return predictions(conn, runs, {run["machine"] for run in runs})
 
 
 def render(conn, sides: list[Side], reference: Side, baseline: bool) -> tuple[str, list[Pair]]:

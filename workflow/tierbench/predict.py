@@ -309,6 +309,11 @@ def io_seconds(terms: list[tuple], medians) -> np.ndarray:
     return np.asarray(total, dtype=float)
 
 
+def io_at_medians(terms: list[tuple], costs: TierCosts) -> float:
+    """The terms' seconds at the medians of the tier's costs (the estimate, no resampling)."""
+    return float(io_seconds(terms, lambda key: np.array([costs.samples[key].median]))[0])
+
+
 @dataclass
 class Model:
     """One job from its tier A to a tier B: the samples and the function of their medians."""
@@ -345,13 +350,12 @@ class Model:
         return self.rest(medians) + io_seconds(self.target, self.column(medians, "b"))
 
 
-def _ends(interval: intervals.Interval) -> dict:
-    return {"low": interval.low, "high": interval.high}
-
-
-def predict_one(job: Job, source: TierCosts, target: TierCosts, measured) -> dict:
+def predict_one(
+    job: Job, source: TierCosts, target: TierCosts, measured, no_rest: str = ""
+) -> dict:
     """One row: the job on ``target``, predicted from its run on ``source``; beside what it
-    measured there (``measured``: a Sample, or None)."""
+    measured there (``measured``: a Sample, or None). ``no_rest``: why the job has no time
+    left once its I/O on ``source`` is taken away (:func:`job_entry`), and so no prediction."""
     row = {
         "experiment": job.experiment,
         "workload": job.workload,
@@ -374,23 +378,16 @@ def predict_one(job: Job, source: TierCosts, target: TierCosts, measured) -> dic
         "cost_runs": sorted(target.runs),
     }
     model, why = Model.of(job, source, target)
-    if model is None:
-        row["reason"] = why
-        return row
-    rest = intervals.of_medians(model.samples, model.rest)
-    if rest.estimate is None or rest.estimate <= 0:
-        io = io_seconds(model.source, lambda key: np.array([source.samples[key].median]))[0]
-        row["reason"] = (
-            f"its I/O on {job.tier} at the benchmarks' costs ({io:.3g} s) is not less than its "
-            f"whole time there ({job.time.median:.3g} s): its calls overlapped, or cost it less "
-            "than they cost the benchmarks"
-        )
+    if model is None or no_rest:
+        row["reason"] = why or no_rest
         return row
     predicted = intervals.of_medians(model.samples, model.predicted)
-    io = intervals.of_medians(
-        model.samples, lambda m: io_seconds(model.target, model.column(m, "b"))
+    row.update(
+        predicted=predicted.estimate,
+        low=predicted.low,
+        high=predicted.high,
+        io=io_at_medians(model.target, target),
     )
-    row.update(predicted=predicted.estimate, **_ends(predicted), io=io.estimate)
     if not predicted.known:
         row["reason"] = predicted.reason
     if measured is not None:
@@ -448,28 +445,40 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
         return entry
     rest = intervals.of_medians(model.samples, model.rest)
     entry.update(rest=rest.estimate, rest_low=rest.low, rest_high=rest.high)
+    if rest.estimate is None or rest.estimate <= 0:
+        entry["reason"] = (
+            f"its I/O on {job.tier} at the benchmarks' costs "
+            f"({io_at_medians(model.source, source):.3g} s) is not less than its whole time "
+            f"there ({job.time.median:.3g} s): its calls overlapped, or cost it less than they "
+            "cost the benchmarks"
+        )
     return entry
 
 
-def predictions(conn: sqlite3.Connection, runs: list[dict]) -> dict:
-    """prediction.json's content for some runs: each job, and one row per tier of every
-    machine in the database it was not profiled on."""
+def predictions(
+    conn: sqlite3.Connection, runs: list[dict], machines: set[str] | None = None
+) -> dict:
+    """prediction.json's content for some runs: each job, and one row per tier it was not
+    profiled on of every machine in the database (of ``machines`` only, when given)."""
     costs = {(c.machine, c.tier): c for c in tier_costs(conn)}
+    targets = {k: c for k, c in costs.items() if machines is None or k[0] in machines}
     jobs, rows = [], []
     for run in runs:
         for job in jobs_of_run(conn, run):
             source = costs.get((job.machine, job.tier))
-            jobs.append(job_entry(job, source))
+            entry = job_entry(job, source)
+            jobs.append(entry)
             if source is None:
                 continue
             measured = measured_times(conn, job)
-            for key, target in costs.items():
+            no_rest = entry["reason"] if entry["rest"] is not None else ""
+            for key, target in targets.items():
                 if key != (job.machine, job.tier):
-                    rows.append(predict_one(job, source, target, measured.get(key)))
+                    rows.append(predict_one(job, source, target, measured.get(key), no_rest))
     return {
         "generated_at": utc_now(),
         "band": [BAND.low, BAND.high],
-        "machines": sorted({m for m, _ in costs}),
+        "machines": sorted({m for m, _ in targets}),
         "jobs": jobs,
         "rows": rows,
     }
