@@ -110,8 +110,9 @@ _CALL_OPERATION = {
 _OPENS = ("open", "openat", "openat2")
 _AT_STATS = ("newfstatat", "fstatat64", "statx")
 _WRITES = ("write", "writev", "pwrite64", "pwritev", "pwritev2")
-#: one line of strace -f: its pid, then the call, or a part of it
+#: a call's first string argument: the path it names (strace prints paths whole)
 _PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
+#: one line of strace -f: its pid, then the call, or a part of it
 _LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. \w+ resumed>(?P<rest>.*)$")
 _UNFINISHED = " <unfinished ...>"
