@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import sys
 
-from harness import TIER, at_least, log, rotated, row, skipped_row
+from harness import TIER, at_least, job_spec, log, rotated, row, skipped_row
 from tierbench.rundir import RunFolder
 from tierbench.runner import run_job
 from tierbench.units import format_size
@@ -52,11 +52,7 @@ def run_proxy_writes(
         "cells_per_rank": cells, "compute_per_cell_step": 0, "warmup_steps": 0,
         "purge_write": purge,
     }  # fmt: skip
-    spec = {
-        "study": "bench", "experiment": experiment, "workload": "cfd_proxy", "tier": "bench",
-        "tier_path": tier, "tier_class": "shm", "max_bytes": None, "point": "p",
-        "params": params, "repetition": 1, "phase": "measured", "launcher": "mpiexec",
-    }  # fmt: skip
+    spec = job_spec("cfd_proxy", experiment, params, tier, launcher="mpiexec")
     return run_job(spec, cfd_proxy.run)
 
 

@@ -106,6 +106,25 @@ def spread(values: list[float]) -> dict:
     }
 
 
+def job_spec(
+    workload: str,
+    experiment: str,
+    params: dict,
+    tier_path: str | Path = TIER,
+    tier_class: str = "shm",
+    tier: str = "bench",
+    point: str = "p",
+    **extra,
+) -> dict:
+    """A measured job's spec for tierbench.runner.run_job, as the pipeline makes one; ``extra``
+    adds keys (a ``launcher``)."""
+    return {
+        "study": "bench", "experiment": experiment, "workload": workload, "tier": tier,
+        "tier_path": str(tier_path), "tier_class": tier_class, "max_bytes": None,
+        "point": point, "params": params, "repetition": 1, "phase": "measured", **extra,
+    }  # fmt: skip
+
+
 def within(ratios: list[float], low: float, high: float) -> str:
     """The median of per-round ratios with its 95 % bootstrap interval, against low-high."""
     from tierbench import intervals

@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import REPO, TIER, log, rotated, row, within
+from harness import REPO, TIER, job_spec, log, rotated, row, within
 from tierbench.rundir import RunFolder
 from tierbench.runner import run_job
 from tierbench.workloads import metadata
@@ -68,15 +68,12 @@ def parse(text: str) -> dict[str, float]:
 
 
 def workload_rates(tier: Path, items: int, fsync: bool) -> dict[str, float]:
-    spec = {
-        "study": "bench", "experiment": "metadata_vs_c", "workload": "metadata", "tier": "bench",
-        "tier_path": str(tier), "tier_class": "shm" if tier == Path(TIER) else "disk",
-        "max_bytes": None, "point": "p",
-        "params": {"items": items, "layout": "flat", "branching": 1, "depth": 1, "file_size": 0,
-                   "fsync": fsync, "min_time": 0},
-        "repetition": 1, "phase": "measured",
+    params = {
+        "items": items, "layout": "flat", "branching": 1, "depth": 1, "file_size": 0,
+        "fsync": fsync, "min_time": 0,
     }  # fmt: skip
-    record = run_job(spec, metadata.run)
+    tier_class = "shm" if tier == Path(TIER) else "disk"
+    record = run_job(job_spec("metadata", "metadata_vs_c", params, tier, tier_class), metadata.run)
     found = {m["metric"]: m["value"] for m in record["metrics"] if m["status"] == "ok"}
     if not found:
         raise RuntimeError(f"the metadata workload failed: {record['metrics']}")

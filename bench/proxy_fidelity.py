@@ -72,6 +72,7 @@ from harness import (
     at_least,
     copy_pipeline,
     failed_row,
+    job_spec,
     log,
     rotated,
     row,
@@ -219,12 +220,10 @@ def fe_round(scratch: Path, kind: str, shape: dict, round_: int) -> dict:
 
 def spec(workload: str, params: dict, label: str) -> dict:
     """A job spec on /dev/shm, as tests/conftest.job_spec and the pipeline make one."""
-    return {
-        "study": "bench", "experiment": f"fidelity-{label}", "workload": workload,
-        "tier": "shm", "tier_path": TIER, "tier_class": "shm", "max_bytes": None,
-        "point": label, "params": params, "repetition": 1, "phase": "measured",
-        "launcher": "mpiexec", "description": "",
-    }  # fmt: skip
+    return job_spec(
+        workload, f"fidelity-{label}", params, tier="shm", point=label, launcher="mpiexec",
+        description="",
+    )  # fmt: skip
 
 
 def run_job(scratch: Path, job: dict) -> dict[str, float]:

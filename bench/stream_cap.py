@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from harness import TIER, log, rotated, row, within
+from harness import TIER, job_spec, log, rotated, row, within
 from tierbench.runner import run_job
 from tierbench.workloads import stream
 
@@ -43,12 +43,8 @@ def elements_of(size: dict) -> dict[str, int]:
 
 def one_run(elements: int, threads: int) -> tuple[float, float]:
     """The triad's best rate (MB/s) and the job's wall time (s) of one STREAM job."""
-    spec = {
-        "study": "bench", "experiment": "stream_cap", "workload": "stream", "tier": "void",
-        "tier_path": str(Path(TIER)), "tier_class": "void", "max_bytes": None, "point": "p",
-        "params": {"threads": threads, "ntimes": 10, "array_size": elements},
-        "repetition": 1, "phase": "measured",
-    }  # fmt: skip
+    params = {"threads": threads, "ntimes": 10, "array_size": elements}
+    spec = job_spec("stream", "stream_cap", params, TIER, "void", tier="void")
     record = run_job(spec, stream.run)
     found = {m["metric"]: m["value"] for m in record["metrics"] if m["status"] == "ok"}
     if "triad_bandwidth" not in found:
