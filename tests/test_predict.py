@@ -177,6 +177,21 @@ def test_io_above_the_whole_time_is_no_prediction_and_says_why(db):
     assert job["reason"] == row["reason"] and job["rest"] < 0
 
 
+def test_a_job_mostly_io_where_it_was_profiled_is_told_to_profile_on_a_faster_tier(db):
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
+    io_fast, io_slow = io_of(FAST, 200.0, 2000.0), io_of(SLOW, 5000.0, 500.0)
+    rest = io_slow / 4  # four fifths of the job's time on slow is its I/O there
+    times = {"fast": rest + io_fast, "slow": rest + io_slow}
+    db.job("box", times, traced_on="slow")
+    _, [on_slow] = predicted_rows(db)
+    assert on_slow["io_share"] == pytest.approx(0.8, rel=1e-3)
+    assert "80 % of its time on slow is I/O" in on_slow["caution"]
+    assert predict.lines({"jobs": [on_slow], "rows": []})[1].startswith("  caution: 80 %")
+    db.job("box", times, traced_on="fast")  # the same job, the latest run: profiled on fast
+    _, [on_fast] = predicted_rows(db)
+    assert on_fast["io_share"] < predict.IO_SHARE_CAUTION and on_fast["caution"] == ""
+
+
 def test_a_job_timed_but_not_traced_is_not_predicted(db):
     db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)})
     db.job("box", {"slow": 4.0}, traced_on="fast")  # timed on slow, traced on fast only

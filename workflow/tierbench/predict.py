@@ -58,6 +58,10 @@ PREFERRED_LAYOUTS = ("flat", "tree")
 #: operations priced by their own metadata phase; fsync is priced as a difference
 PHASE_OPERATIONS = tuple(op for op in OPERATIONS if op != "fsync")
 FSYNCED_CREATE = "file_create_fsync"
+#: above this share of its time in I/O on the tier it was profiled on, a job's time left
+#: (its time minus that I/O) carries the tier costs' relative error times share / (1 - share),
+#: which is more than the costs' own: the job is better profiled on a faster tier
+IO_SHARE_CAUTION = 0.5
 #: which way a failed check missed, and what it points to (the tier predicted on, the tier
 #: profiled on): either tier's benchmarks may be the ones that were off
 MISSED = {
@@ -434,6 +438,8 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
         "rest": None,
         "rest_low": None,
         "rest_high": None,
+        "io_share": None,
+        "caution": "",
         "reason": "",
     }
     if source is None:
@@ -444,11 +450,20 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
         entry["reason"] = why
         return entry
     rest = intervals.of_medians(model.samples, model.rest)
+    io = io_at_medians(model.source, source)
     entry.update(rest=rest.estimate, rest_low=rest.low, rest_high=rest.high)
+    entry["io_share"] = io / job.time.median if job.time.median else None
+    if entry["io_share"] is not None and entry["io_share"] > IO_SHARE_CAUTION:
+        entry["caution"] = (
+            f"{100 * entry['io_share']:.0f} % of its time on {job.tier} is I/O at that tier's "
+            "costs: the time left is a difference of two near numbers, and its predictions for "
+            "faster tiers carry those costs' error several times over; profile it on a faster "
+            "tier"
+        )
     if rest.estimate is None or rest.estimate <= 0:
         entry["reason"] = (
             f"its I/O on {job.tier} at the benchmarks' costs "
-            f"({io_at_medians(model.source, source):.3g} s) is not less than its whole time "
+            f"({io:.3g} s) is not less than its whole time "
             f"there ({job.time.median:.3g} s): its calls overlapped, or cost it less than they "
             "cost the benchmarks"
         )
@@ -521,6 +536,8 @@ def lines(found: dict) -> list[str]:
             f"{job['tier']}: {_seconds(job['time'])}, of which {_seconds(job['rest'])} does not "
             "depend on the tier" + (f" ({job['reason']})" if job["reason"] else "")
         )
+        if job["caution"]:
+            out.append(f"  caution: {job['caution']}")
         for row in found["rows"]:
             if (row["experiment"], row["point"], row["profiled_on"]) != (
                 job["experiment"],
