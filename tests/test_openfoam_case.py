@@ -4,6 +4,7 @@ tutorials (steady and transient), and the example study end to end."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import shutil
@@ -565,6 +566,9 @@ def test_example_study_ranks_the_tiers_for_a_tutorial_case(tutorials, pipeline):
     assert (written["median"] > 0).all()
     report = (pipeline.root / "results/testbox/report.html").read_text()
     assert 'class="answers"' in report and "pitzDaily tutorial" in report
+    # the case is no document-001 duct: it gets the figure of its headline per tier
+    manifest = json.loads((study / "figures/cfd/manifest.json").read_text())
+    assert [entry["name"] for entry in manifest] == ["openfoam_per_tier"]
 
 
 @pytest.mark.e2e

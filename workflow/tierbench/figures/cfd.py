@@ -4,7 +4,9 @@ Time per step vs write interval per tier, the single-run vs ensemble table of
 document 001, and the I/O bandwidth derived as the document does: bytes written
 per step / (time per step - time per step without I/O). Every workload of the
 cfd family in the table is plotted (the proxy, and OpenFOAM beside it once it
-runs); with more than one, series are named "<workload>, <tier>".
+runs); with more than one, series are named "<workload>, <tier>". A user's own
+case (``openfoam`` with ``case``) is no duct of the document's: it gets the
+generic figure of its headline per point and tier.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import seaborn as sns
 from .. import plotting, schemas
 from ..units import format_size
 from ..workloads.cfd import foam
+from . import generic
 
 DOCUMENT = "001"
 #: parameters the figures group by; a table without the column gets the workload's schema default
@@ -54,6 +57,9 @@ def make(
         single_vs_ensemble(c, published)
         bandwidth_figure(c)
         file_handler(c)
+    own = summary[own_cases(summary)]
+    if len(own):
+        generic.per_workload("openfoam", own, out_dir)
     return plotting.finish(out_dir)
 
 
@@ -115,7 +121,7 @@ def with_defaults(cfd: pd.DataFrame) -> pd.DataFrame:
 
 def own_cases(summary: pd.DataFrame) -> pd.Series:
     """Rows of openfoam runs of a user's case (parameter case): document 001's figures are
-    the duct's and the proxy's; a case is ranked on the report's first screen."""
+    the duct's and the proxy's; a case gets the generic figure of its headline per tier."""
     if "case" not in summary:
         return pd.Series(False, index=summary.index)
     return (summary["workload"] == "openfoam") & summary["case"].notna()

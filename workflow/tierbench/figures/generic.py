@@ -33,6 +33,23 @@ def traced_experiments(rows) -> list[str]:
     return sorted(set(rows.loc[rows["metric"].str.startswith(METRIC_PREFIX), "experiment"]))
 
 
+def per_tier(ax, where, part) -> None:
+    """Each tier's median at each point with its min-max range, side by side in the tier's
+    colour, so that overlapping ranges stay apart."""
+    points = list(dict.fromkeys(where))
+    tiers = sorted(set(part["tier"]))
+    colours = sns.color_palette(n_colors=len(tiers))
+    for j, (tier, colour) in enumerate(zip(tiers, colours, strict=True)):
+        mine = part["tier"] == tier
+        x = [points.index(w) + 0.15 * (j - (len(tiers) - 1) / 2) for w in where[mine]]
+        median = part.loc[mine, "median"]
+        spread = [median - part.loc[mine, "min"], part.loc[mine, "max"] - median]
+        ax.errorbar(x, median, yerr=spread, fmt="o", color=colour, capsize=3, label=tier)
+    ax.set_xticks(range(len(points)), points, rotation=30, fontsize=7)
+    ax.set_xlim(-0.5, len(points) - 0.5)
+    ax.grid(False, axis="x")
+
+
 def per_workload(workload: str, rows, out_dir: str) -> None:
     ok = plotting.ok_rows(rows)
     headline = registry()[workload].headline
@@ -46,16 +63,9 @@ def per_workload(workload: str, rows, out_dir: str) -> None:
         1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False, layout="constrained"
     )
     for ax, name in zip(axes[0], metrics, strict=True):
-        part = ok[ok["metric"] == name].copy()
-        part["where"] = part["experiment"] + "\n" + part["point"]
-        sns.pointplot(data=part, x="where", y="median", hue="tier", linestyles="none", ax=ax)
-        for tier, group in part.groupby("tier"):
-            ax.vlines(group["where"], group["min"], group["max"], alpha=0.5, label="_" + tier)
-        ax.set_xlabel("")
+        part = ok[ok["metric"] == name]
+        per_tier(ax, part["experiment"] + "\n" + part["point"], part)
         ax.set_ylabel(f"{name} ({part['unit'].iloc[0]})")
-        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
     plotting.legend_outside(axes[0][-1], *axes[0][-1].get_legend_handles_labels(), fontsize=None)
     reps = int(ok["n"].max())
     plotting.save(
