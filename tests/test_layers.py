@@ -21,7 +21,7 @@ LAYERS = (
     (
         "shared helpers",
         {
-            "__init__", "errors", "units", "records", "files", "tiers", "schemas", "job",
+            "__init__", "errors", "units", "records", "files", "locks", "tiers", "schemas", "job",
             "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations", "compute",
             "native", "syscalls", "pagecache",
         },
