@@ -46,8 +46,6 @@ from . import aggregate, locks, sharedfs
 from .records import LEADING_COLUMNS, TRAILING_COLUMNS, utc_now
 
 SCHEMA_VERSION = 1
-EXPORT_FORMAT = "tierbench-results-export"
-EXPORT_VERSION = 1
 BUSY_TIMEOUT_S = 120.0
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DB = "results/tierbench.sqlite"
