@@ -38,21 +38,11 @@ SUBNETS = [ipaddress.ip_network(f"10.213.{n}.0/24") for n in range(64)]
 #: last octet of the host (bridge), the storage node and node1 (node i: NODE_BASE + i - 1)
 HOST_OCTET, STORAGE_OCTET, NODE_BASE = 1, 2, 11
 SLURMD_PORT = 6818
-#: command -> Debian package that provides it
-COMMANDS = {
-    "slurmctld": "slurm-wlm",
-    "slurmd": "slurm-wlm",
-    "srun": "slurm-wlm",
-    "munged": "munge",
-    "glusterd": "glusterfs-server",
-    "gluster": "glusterfs-server",
-    "mount.glusterfs": "glusterfs-client",
-    "mpirun": "openmpi-bin",
-    "mpicc": "libopenmpi-dev",
-    "unshare": "util-linux",
-    "nsenter": "util-linux",
-    "ip": "iproute2",
-}
+#: the programs the cluster runs (their packages: tierbench.packages)
+COMMANDS = [
+    "slurmctld", "slurmd", "srun", "munged", "glusterd", "gluster", "mount.glusterfs",
+    "mpirun", "mpicc", "unshare", "nsenter", "ip",
+]  # fmt: skip
 #: Slurm clients that get a wrapper setting SLURM_CONF in <state>/bin
 CLIENTS = ["sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel", "salloc", "sacct"]
 #: GlusterFS client caches, all off: a coherent file system, each metadata call a round trip
