@@ -124,7 +124,7 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
         ]
     state = scratch / "state"
     ups, downs = [], []
-    with minicluster.exclusive():
+    with minicluster.cluster_lock():
         try:
             for number in range(size["rounds"]):
                 ups.append(checked("up", state, nodes))

@@ -146,7 +146,7 @@ def cluster_up():
     """The cluster on one machine, up for the runs and down after them (its lock held)."""
     from tierbench import minicluster
 
-    with minicluster.exclusive():
+    with minicluster.cluster_lock():
         cluster = minicluster.MiniCluster()
         try:
             log(cluster.up())

@@ -3,7 +3,7 @@
 The cluster has fixed names (the bridge tbmc0, namespaces tbmc-*), so two
 pytest workers must never start one each: :func:`running_minicluster` holds an
 exclusive fcntl lock on a file beside the default state folder
-(``minicluster.exclusive``) from before ``up`` until after ``down``, and a
+(``minicluster.cluster_lock``) from before ``up`` until after ``down``, and a
 second test file waits for the first to finish. A test
 module makes its fixture from it::
 
@@ -31,7 +31,7 @@ from tierbench.minicluster import (
     MiniClusterError,
     alive,
     base,
-    exclusive,
+    cluster_lock,
     install,
     install_command,
     missing_packages,
@@ -65,7 +65,7 @@ def running_minicluster(nodes: int = 2, state: Path | None = None) -> Iterator[M
     there is used, and brought down with the rest.
     """
     state = state_path(state)
-    with exclusive():
+    with cluster_lock():
         cluster = MiniCluster(state, nodes=nodes)
         try:
             try:

@@ -21,9 +21,9 @@ LAYERS = (
     (
         "shared helpers",
         {
-            "__init__", "errors", "units", "records", "files", "tiers", "schemas", "job",
-            "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations", "compute",
-            "native", "syscalls", "pagecache",
+            "__init__", "errors", "units", "records", "files", "locks", "packages", "tiers",
+            "schemas", "job", "rundir", "probe", "mounts", "sharedfs", "cluster", "allocations",
+            "compute", "native", "syscalls", "pagecache",
         },
     ),
     # the cluster on one machine: infrastructure beside the pipeline, built on the helpers

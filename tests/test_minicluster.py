@@ -255,62 +255,6 @@ def test_up_and_down_refuse_while_another_process_holds_the_lock(cluster):
     assert (ledger.read_text() if ledger.exists() else None) == before
 
 
-HOLD_LOCK = """
-import sys
-from pathlib import Path
-from tierbench.minicluster import exclusive
-with exclusive(Path(sys.argv[1])):
-    print("held", flush=True)
-    sys.stdin.readline()
-"""
-
-
-def test_lock_file_is_removed_and_a_waiter_locks_the_new_one(tmp_path):
-    """The lock leaves no file behind, and never lets two holders in.
-
-    A waits on B's file while B removes it on release; A must then hold the lock
-    at the path, so a third process is refused rather than let in beside it.
-    """
-    lock = tmp_path / "cluster.lock"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
-
-    def holder():
-        argv = [sys.executable, "-c", HOLD_LOCK, str(lock)]
-        return subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-        )
-
-    first = holder()
-    second = None
-    try:
-        assert first.stdout.readline() == "held\n"
-        second = holder()
-        deadline = time.monotonic() + 30
-        while not any(
-            os.path.realpath(f"/proc/{second.pid}/fd/{fd}") == str(lock)
-            for fd in os.listdir(f"/proc/{second.pid}/fd")
-        ):
-            assert time.monotonic() < deadline, "the second holder never opened the lock file"
-            time.sleep(0.05)
-        first.communicate("\n", timeout=30)  # releases and removes the file the second waits on
-        assert second.stdout.readline() == "held\n"
-        assert lock.exists()
-        with pytest.raises(MiniClusterError, match="holds"):
-            with minicluster.exclusive(lock, wait=False):
-                pass
-        second.communicate("\n", timeout=30)
-    finally:
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.kill()
-                process.wait()
-    assert first.returncode == 0 and second.returncode == 0
-    assert not lock.exists()
-    with minicluster.exclusive(lock, wait=False):
-        assert lock.exists()
-    assert not lock.exists()
-
-
 def test_state_folder_comes_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TIERBENCH_MINICLUSTER", str(tmp_path / "elsewhere"))
     assert state_path() == tmp_path / "elsewhere"

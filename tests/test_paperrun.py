@@ -79,7 +79,7 @@ def test_the_cluster_runs_document_001_and_is_down_after_also_on_failure(
 
     monkeypatch.setattr(paperrun, "cluster_blocker", lambda: None)
     monkeypatch.setattr(minicluster, "MiniCluster", Cluster)
-    monkeypatch.setattr(minicluster, "exclusive", lambda wait: nullcontext())
+    monkeypatch.setattr(minicluster, "cluster_lock", lambda wait: nullcontext())
     assert paperrun.main(["--config", "scale=smoke"]) == 0
     assert steps == ["up", "down"]
     (cluster_args, on_cluster), (paper_args, here) = commands

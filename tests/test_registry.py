@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import MACHINE, REPO
-from tierbench import matrix, pagecache, schemas, workload_docs
-from tierbench.workloads import HOOK_DEFAULTS, Pair, Tool, Workload, get, registry
+from tierbench import matrix, pagecache, rundir, schemas, workload_docs
+from tierbench.workloads import HOOK_DEFAULTS, Pair, Workload, get, registry
 
 #: a workload a user could add: one module plus its schema, nothing else edited
 TOY_MODULE = '''
-"""toy: writes one file of `size` bytes and reports how long it took."""
+"""toy: writes one file of `size` bytes to its run folder and reports how long it took."""
 
 import time
 
@@ -33,16 +36,19 @@ def page_cache(params, limits):
 
 
 def run(job):
+    output = job.folder.path / "toy.bin"
     start = time.perf_counter()
-    (job.folder.path / "toy.bin").write_bytes(b"x" * job.params["size"])
-    return [metric("toy_time", time.perf_counter() - start, "s")]
+    output.write_bytes(b"x" * job.params["size"])
+    elapsed = time.perf_counter() - start
+    return [metric("toy_time", elapsed, "s"), metric("toy_bytes", output.stat().st_size, "B")]
 
 
 WORKLOAD = Workload(
     name="toy",
     summary="writes one small file",
     run=run,
-    tools=(Tool("true", "coreutils"),),
+    tools=(Tool("dd"),),
+    headline=("toy_time",),
     planned_bytes=planned_bytes,
     page_cache=page_cache,
 )
@@ -241,41 +247,79 @@ def test_the_test_suite_gets_every_tool_mounts_and_tracing(capsys):
     assert {"openfoam-examples", "calculix-ccx-test"} <= set(packages)
 
 
-def test_tool_is_a_command_and_its_package():
-    assert Tool("ccx", "calculix-ccx").version == ("--version",)
-
-
 @pytest.mark.e2e
-def test_a_toy_workload_is_planned_run_checked_and_plotted(pipeline):
-    """Adding a workload is one module plus its schema: no other file is edited."""
+def test_a_workload_added_as_the_docs_say_is_run_ranked_and_documented(pipeline):
+    """The steps of docs/development.md "Adding a workload", and no other file: the module,
+    its schema, no figures of its own (generic), the page docs/workloads.md regenerated; then a
+    study of it runs on the test's tiers and the report ranks them on its headline."""
     root = pipeline.root
     (root / "workflow/tierbench/workloads/toy.py").write_text(textwrap.dedent(TOY_MODULE))
     (root / "workflow/schemas/params/toy.schema.yaml").write_text(TOY_SCHEMA)
-    (root / "toy.yaml").write_text(TOY_STUDY)
-    dry = pipeline("-n", "--configfile", "toy.yaml")
-    assert "toy" in dry.stdout
-    pipeline("-c1", "--configfile", "toy.yaml")
+    on_copy = {**os.environ, "PYTHONPATH": str(root / "workflow")}
+    docs = subprocess.run(
+        [sys.executable, "-m", "tierbench.workload_docs"],
+        cwd=root, env=on_copy, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "## toy\n\nwrites one small file." in docs and "`dd` (Debian: coreutils)" in docs
+    study = root / "config/studies/toystudy.yaml"
+    study.write_text(TOY_STUDY)
+    before_shm = {p.name for p in Path("/dev/shm").iterdir()}
+    pipeline("-c1", "--configfile", str(study))
     out = root / "results" / MACHINE / "toystudy"
     plan = json.loads((out / "plan.json").read_text())
     assert {p["params"]["size"] for p in plan["points"].values()} == {1024, 2048}
     preflight = json.loads((out / "preflight.json").read_text())
     assert preflight["ok"] and preflight["largest_point_bytes"]["shm"] == 2048
+
+    # each point's records: its repetitions, each with the toy's metrics and its page cache
+    for tier in ("shm", "disk"):
+        for size in (1024, 2048):
+            folder = out / "raw/toy/small" / tier / f"size={size}"
+            records = [json.loads(p.read_text()) for p in sorted(folder.glob("rep*.json"))]
+            assert [r["spec"]["repetition"] for r in records] == [1, 2], folder
+            for record in records:
+                assert record["spec"]["workload"] == "toy" and record["spec"]["tier"] == tier
+                metrics = {m["metric"]: m for m in record["metrics"]}
+                assert metrics["toy_time"]["status"] == "ok" and metrics["toy_time"]["unit"] == "s"
+                assert metrics["toy_time"]["value"] > 0
+                assert metrics["toy_bytes"]["value"] == size
+                assert record["page_cache"]["page_cache"]
     import pandas as pd
 
     summary = pd.read_csv(out / "summary.csv")
-    assert set(summary["metric"]) == {"toy_time"} and (summary["n"] == 2).all()
+    assert set(summary["metric"]) == {"toy_time", "toy_bytes"} and (summary["n"] == 2).all()
     # its own page-cache rule judged its points: a few KiB on the disk may stay in memory
     page_cache = dict(zip(summary["tier"], summary["page_cache"], strict=True))
     assert page_cache == {"shm": pagecache.RAM_TIER, "disk": pagecache.IN_MEMORY}
     assert (out / "figures").is_dir() and any((out / "figures").rglob("*.png"))
-    # a tool the toy names but the machine lacks stops the preflight with its package
-    (root / "workflow/tierbench/workloads/toy.py").write_text(
-        textwrap.dedent(TOY_MODULE).replace('Tool("true"', 'Tool("no-such-toy-tool"')
-    )
-    failed = pipeline("-c1", "--configfile", "toy.yaml", "--forceall", check=False)
-    assert failed.returncode != 0
-    log = (out / "logs/preflight.log").read_text()
-    assert "no-such-toy-tool is not installed" in log and "coreutils" in log
+
+    # the report's first screen ranks the two tiers on the headline, the slowest at 1x
+    html = (root / "results" / MACHINE / "report.html").read_text()
+    assert 'data-answer="toy/small"' in html, "no ranking of the toy's tiers in the report"
+    answer = html.split('data-answer="toy/small"')[1].split("</table>")[0]
+    assert "(toy, toy_time)" in answer
+    slowest = re.search(r"speedup vs (\w+)", answer).group(1)
+    ranked = re.findall(r"<tr><td>(\w+).*?</td>\s*<td class=\"num\">([\d.]+)x", answer)
+    assert sorted(tier for tier, _ in ranked) == ["disk", "shm"] and slowest in ("disk", "shm")
+    speedups = [float(speedup) for _, speedup in ranked]
+    assert speedups == sorted(speedups, reverse=True)
+    assert ranked[-1][0] == slowest and speedups[-1] == 1
+
+    assert list((root / "results/scratch").iterdir()) == []
+    assert not {p.name for p in rundir.stale_folders("/dev/shm")} - before_shm
+
+
+def test_a_tool_the_new_workload_names_but_the_machine_lacks_stops_the_preflight(monkeypatch):
+    """The preflight asks the registry for the toy's tools and the table for their package."""
+    from tierbench import packages, preflight
+
+    monkeypatch.setitem(packages.PACKAGES, "no-such-toy-tool", "coreutils")  # as the docs say
+    toy = toy_declaration(TOY_MODULE.replace('Tool("dd")', 'Tool("no-such-toy-tool")'))
+    monkeypatch.setattr(preflight, "get", lambda name: toy if name == "toy" else get(name))
+    assert preflight.check_tools({"toy"}) == [
+        "tool no-such-toy-tool is not installed (needed by toy); "
+        "install it with: sudo apt-get install -y coreutils"
+    ]
 
 
 def test_runner_cli_needs_a_point_with_a_plan(tmp_path):

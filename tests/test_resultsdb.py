@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tierbench import aggregate, matrix, resultsdb, resultsdb_cli, sharedfs
+from tierbench import aggregate, locks, matrix, resultsdb, resultsdb_cli, sharedfs
 from tierbench.errors import ConfigError
 from tierbench.records import FAILED, metric, no_value
 
@@ -499,11 +499,11 @@ def test_a_lock_held_too_long_fails_the_append_with_who_holds_it(
     tmp_path, on_fs, monkeypatch, capsys
 ):
     on_fs("nfs4")
-    monkeypatch.setattr(sharedfs, "LOCK_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(locks, "LOCK_TIMEOUT_S", 0.3)
     lock = tmp_path / "db.sqlite.lock"
     lock.mkdir()
     owner = {"host": "node2", "pid": 77, "since": time.time(), "token": "t"}
-    (lock / sharedfs.OWNER_FILE).write_text(json.dumps(owner))
+    (lock / locks.OWNER_FILE).write_text(json.dumps(owner))
     args = _cli_append(tmp_path, tmp_path / "db.sqlite")
     capsys.readouterr()
     assert resultsdb_cli.main(args) == 2

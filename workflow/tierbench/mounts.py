@@ -30,6 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from .errors import PointFailed, PointSkipped
+from .packages import package_of
 from .probe import mount_of, parse_mountinfo
 from .rundir import MARKER, PREFIX, RunFolder, is_ours
 
@@ -52,7 +53,9 @@ def unavailable(method: str) -> str | None:
     """Why ``method`` cannot mount on this node, or None when it can."""
     if method == BINDFS:
         if shutil.which("bindfs") is None:
-            return "bindfs is not installed (Debian/Ubuntu: apt-get install bindfs)"
+            return (
+                f"bindfs is not installed (Debian/Ubuntu: apt-get install {package_of('bindfs')})"
+            )
         if not os.path.exists("/dev/fuse"):
             return "/dev/fuse does not exist: this kernel or container has no FUSE"
         if os.geteuid() != 0 and not os.access("/dev/fuse", os.R_OK | os.W_OK):

@@ -21,12 +21,13 @@ import sys
 from pathlib import Path
 
 from .matrix import PAPER_STUDIES, load_yaml
+from .packages import packages_of
 from .workloads import registry
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
-#: tools a study needs for what it does beside its workloads
-MOUNTS = {"bindfs": "bindfs"}  # tiers mounted for each job through FUSE (`tiers: [mounts]`)
-TRACING = {"strace": "strace"}  # experiments with `count_syscalls: true`
+#: tools a study needs for what it does beside its workloads (command -> package)
+MOUNTS = packages_of(["bindfs"])  # tiers mounted for each job through FUSE (`tiers: [mounts]`)
+TRACING = packages_of(["strace"])  # experiments with `count_syscalls: true`
 
 
 def study_experiments(snakemake_args: list[str]) -> list[dict]:

@@ -74,7 +74,7 @@ def cluster_blocker() -> str | None:
 def cluster_on_this_machine():
     """The cluster up for the block, and down after it whatever happened in it."""
     cluster = minicluster.MiniCluster(None, CLUSTER_NODES)
-    with minicluster.exclusive(wait=False):
+    with minicluster.cluster_lock(wait=False):
         say(f"starting the cluster on this machine ({CLUSTER_NODES} nodes) for {CLUSTER_STUDY}")
         say(cluster.up())
         try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import mounts
 from .matrix import SITE_SOFTWARE
+from .packages import install_hint
 from .probe import probe_tier
 from .rundir import free_bytes, sweep_stale
 from .tiers import fs_types
@@ -137,17 +138,17 @@ def check_mounted_tier(name: str, tier: dict, sizes: list[int], safety: float) -
 
 
 def check_tools(workloads: set[str]) -> list[str]:
-    """One line per missing tool, with the package that installs it (from the registry)."""
-    needed: dict[str, tuple[str, set[str]]] = {}
+    """One line per missing tool, with the package that installs it (tierbench.packages)."""
+    needed: dict[str, set[str]] = {}
     for name in workloads:
         for tool in get(name).tools:
-            needed.setdefault(tool.command, (tool.package, set()))[1].add(name)
+            needed.setdefault(tool.command, set()).add(name)
     problems = []
-    for command, (package, users) in sorted(needed.items()):
+    for command, users in sorted(needed.items()):
         if shutil.which(command) is None:
             problems.append(
                 f"tool {command} is not installed (needed by {', '.join(sorted(users))}); "
-                f"install it with: sudo apt-get install -y {package}"
+                f"install it with: {install_hint(command)}"
             )
     return problems
 

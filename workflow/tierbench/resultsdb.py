@@ -42,12 +42,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import aggregate, sharedfs
+from . import aggregate, locks, sharedfs
 from .records import LEADING_COLUMNS, TRAILING_COLUMNS, utc_now
 
 SCHEMA_VERSION = 1
-EXPORT_FORMAT = "tierbench-results-export"
-EXPORT_VERSION = 1
 BUSY_TIMEOUT_S = 120.0
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DB = "results/tierbench.sqlite"
@@ -341,7 +339,7 @@ def file_system(path: str | Path) -> str:
 
 
 @contextmanager
-def exclusive(path: str | Path):
+def one_writer(path: str | Path):
     """One writer at a time across hosts on a network file system; nothing on a local one.
 
     Yields the file system's type. SQLite failing there is said in one line
@@ -352,9 +350,9 @@ def exclusive(path: str | Path):
         yield fs_type
         return
     try:
-        with sharedfs.HostLock(path):
+        with locks.exclusive(f"{path}.lock", across_hosts=True):
             yield fs_type
-    except sharedfs.LockError as error:
+    except locks.LockError as error:
         raise ResultsError(str(error)) from None
     except sqlite3.DatabaseError as error:
         raise ResultsError(
@@ -369,7 +367,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     lock, on a network one.
     """
     path = Path(path)
-    with exclusive(path) as fs_type:
+    with one_writer(path) as fs_type:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
@@ -478,7 +476,7 @@ def write_runs(db: str | Path, payloads: list[dict]) -> list[list[str]]:
     read-back, so each writer opens the file only after the last one closed
     it (what NFS's close-to-open consistency promises to make visible).
     """
-    with exclusive(db) as fs_type:
+    with one_writer(db) as fs_type:
         conn = connect(db)
         try:
             with transaction(conn):
@@ -671,7 +669,7 @@ def rebuild(results_dir: Path, db: Path, keep_others: bool = True) -> tuple[int,
     finally:
         conn.close()
     _remove_journal(tmp)
-    with exclusive(db) as fs_type:
+    with one_writer(db) as fs_type:
         _remove_journal(db)
         os.replace(tmp, db)
         check_present(db, fs_type, carried + payloads)

@@ -15,8 +15,6 @@ from pathlib import Path
 
 from .records import utc_now
 from .resultsdb import (
-    EXPORT_FORMAT,
-    EXPORT_VERSION,
     RUN_COLUMNS,
     TABLES,
     ResultsError,
@@ -26,6 +24,10 @@ from .resultsdb import (
     runs,
     write_runs,
 )
+
+#: the marker and version an import checks before it writes anything
+EXPORT_FORMAT = "tierbench-results-export"
+EXPORT_VERSION = 1
 
 
 def export(conn: sqlite3.Connection, out: Path, machine: str, run_id: str | None = None) -> int:

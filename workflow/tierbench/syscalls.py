@@ -50,9 +50,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .packages import package_of
 from .records import metric
 
 STRACE = "strace"
+#: why nothing was counted where strace is missing
+STRACE_MISSING = f"strace missing: not found on PATH (Debian package {package_of(STRACE)})"
 #: file-system calls by what they do; the metric of a category is ``syscalls_<category>``
 CATEGORIES = {
     "open": ("open", "openat", "openat2", "creat"),
@@ -327,7 +330,7 @@ class Tracer:
     def start(self) -> None:
         """Start strace and return once it traces every thread of this process."""
         if not self.strace:
-            raise NotCounted("strace missing: not found on PATH (Debian package strace)")
+            raise NotCounted(STRACE_MISSING)
         pid = os.getpid()
         self.command = [self.strace, *OPTIONS, "-o", str(self.table_path), "-p", str(pid)]
         _allow_tracing_by_children()

@@ -19,7 +19,7 @@ from .base import (
     LOCK_HELD_ENV,
     STATE_ENV,
     MiniClusterError,
-    exclusive,
+    cluster_lock,
 )
 from .cluster import MiniCluster
 from .host import missing_packages
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             print(cluster.env_file.read_text() if cluster.env_file.exists() else "", end="")
             return 0
         held = os.environ.get(LOCK_HELD_ENV)
-        with nullcontext() if held else exclusive(wait=False):
+        with nullcontext() if held else cluster_lock(wait=False):
             if args.action == "up":
                 print(f"minicluster: {cluster.up()}")
             else:

@@ -4,7 +4,6 @@ rest of the package shares: running commands, processes by pid, mounts, the lock
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import json
 import os
@@ -16,14 +15,15 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from .. import locks
 from ..probe import parse_mountinfo
 
 DEFAULT_STATE = Path("/var/tmp/tierbench-minicluster")
 STATE_ENV = "TIERBENCH_MINICLUSTER"
-#: one cluster per machine (its bridge and namespace names are fixed): see exclusive()
+#: one cluster per machine (its bridge and namespace names are fixed): see cluster_lock()
 LOCK_FILE = DEFAULT_STATE.with_name(DEFAULT_STATE.name + ".lock")
 #: set (to anything) by a lock holder for the up and down commands it runs itself
 LOCK_HELD_ENV = "TIERBENCH_MINICLUSTER_LOCK_HELD"
@@ -38,21 +38,11 @@ SUBNETS = [ipaddress.ip_network(f"10.213.{n}.0/24") for n in range(64)]
 #: last octet of the host (bridge), the storage node and node1 (node i: NODE_BASE + i - 1)
 HOST_OCTET, STORAGE_OCTET, NODE_BASE = 1, 2, 11
 SLURMD_PORT = 6818
-#: command -> Debian package that provides it
-COMMANDS = {
-    "slurmctld": "slurm-wlm",
-    "slurmd": "slurm-wlm",
-    "srun": "slurm-wlm",
-    "munged": "munge",
-    "glusterd": "glusterfs-server",
-    "gluster": "glusterfs-server",
-    "mount.glusterfs": "glusterfs-client",
-    "mpirun": "openmpi-bin",
-    "mpicc": "libopenmpi-dev",
-    "unshare": "util-linux",
-    "nsenter": "util-linux",
-    "ip": "iproute2",
-}
+#: the programs the cluster runs (their packages: tierbench.packages)
+COMMANDS = [
+    "slurmctld", "slurmd", "srun", "munged", "glusterd", "gluster", "mount.glusterfs",
+    "mpirun", "mpicc", "unshare", "nsenter", "ip",
+]  # fmt: skip
 #: Slurm clients that get a wrapper setting SLURM_CONF in <state>/bin
 CLIENTS = ["sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel", "salloc", "sacct"]
 #: GlusterFS client caches, all off: a coherent file system, each metadata call a round trip
@@ -92,50 +82,25 @@ def state_path(state: str | os.PathLike | None = None) -> Path:
 
 
 @contextmanager
-def exclusive(lock_file: Path = LOCK_FILE, wait: bool = True) -> Iterator[None]:
-    """Hold the machine's minicluster lock, waiting while another process holds it.
+def cluster_lock(wait: bool = True) -> Iterator[None]:
+    """Hold the machine's one-cluster lock (LOCK_FILE), waiting while another process holds it.
 
     For whoever brings a cluster up and down again (tests, the bench), so two of
     them never run at once, and so the up and down commands do not pull a
-    cluster from under them (``wait=False``: they refuse instead). An fcntl
-    lock: the kernel drops it when the holder dies. The holder removes the file
-    when it is done, so the machine is left as it was; a waiter that got the
-    lock on the removed file takes it again on the new one (_lock_current).
+    cluster from under them (``wait=False``: they refuse instead).
     """
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    handle = _lock_current(lock_file, wait)
-    try:
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(
+                locks.exclusive(
+                    LOCK_FILE,
+                    wait=wait,
+                    held="a test or the bench runs its own cluster; try again when it is done",
+                )
+            )
+        except locks.LockError as error:
+            raise MiniClusterError(str(error)) from None
         yield
-    finally:
-        lock_file.unlink(missing_ok=True)
-        handle.close()
-
-
-def _lock_current(lock_file: Path, wait: bool):
-    """The open, locked lock file that is still the one at its path.
-
-    Locking and the path can part: a holder removes the file on release, and a
-    process that waited on that file then holds the lock of a file no one else
-    can open. It opens the path again until the file it locked is the one there.
-    """
-    while True:
-        handle = open(lock_file, "a")
-        try:
-            fcntl.lockf(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            handle.close()
-            raise MiniClusterError(
-                f"another process (a test or the bench) holds {lock_file} and runs its own "
-                "cluster; try again when it is done"
-            ) from error
-        try:
-            there = os.stat(lock_file)
-        except FileNotFoundError:
-            there = None
-        held = os.fstat(handle.fileno())
-        if there is not None and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino):
-            return handle
-        handle.close()
 
 
 def which(command: str) -> str | None:

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from ..packages import package_of
 from .base import (
     COMMANDS,
     FUSE_DEVICE,
@@ -24,7 +25,7 @@ from .base import (
 
 
 def missing_packages() -> list[str]:
-    return sorted({package for command, package in COMMANDS.items() if which(command) is None})
+    return sorted({package_of(command) for command in COMMANDS if which(command) is None})
 
 
 def install_command(packages: list[str]) -> str:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
+from ..packages import package_of
+
 #: a function of a point's complete parameters
 Hook = Callable[[dict], float] | None
 #: the estimates a workload may give for one of its points, and what a point gets without one
@@ -35,12 +37,19 @@ HOOK_DEFAULTS = {
 
 @dataclass(frozen=True)
 class Tool:
-    """A program a workload runs, and the Debian/Ubuntu package that provides it."""
+    """A program a workload runs; the package that provides it is in tierbench.packages."""
 
     command: str
-    package: str
     #: how to ask it its version for the provenance; None: do not ask
-    version: tuple[str, ...] | None = ("--version",)
+    version: tuple[str, ...] | None = field(default=("--version",), kw_only=True)
+
+    def __post_init__(self):
+        package_of(self.command)  # a command the table lacks fails where it is declared
+
+    @property
+    def package(self) -> str:
+        """The Debian/Ubuntu package that provides the command."""
+        return package_of(self.command)
 
 
 @dataclass(frozen=True)

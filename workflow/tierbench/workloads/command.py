@@ -510,7 +510,7 @@ def tracing(job: Job) -> tuple[str | None, str | None]:
         return None, None
     strace = shutil.which(syscalls.STRACE)
     if strace is None:
-        return None, "strace missing: not found on PATH (Debian package strace)"
+        return None, syscalls.STRACE_MISSING
     try:
         done = subprocess.run(
             [strace, *syscalls.OPTIONS, "-o", os.devnull, "true"],
@@ -635,7 +635,7 @@ WORKLOAD = Workload(
     headline=("wall_time",),
     run_time="wall_time",
     run=run,
-    tools=(Tool("bash", "bash"),),
+    tools=(Tool("bash"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
     threads=threads,

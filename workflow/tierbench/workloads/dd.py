@@ -30,6 +30,7 @@ from pathlib import Path
 from .. import pagecache
 from ..errors import PointFailed, PointSkipped
 from ..job import Job
+from ..packages import package_of
 from ..pagecache import memory_limits
 from ..records import metric
 from ..units import format_size, parse_size
@@ -213,7 +214,7 @@ def run_dd(command: list[str], output: Path, job: Job) -> subprocess.CompletedPr
 def run(job: Job) -> list[dict]:
     params = job.params
     if shutil.which("dd") is None:
-        raise PointSkipped("dd is not installed (coreutils)")
+        raise PointSkipped(f"dd is not installed ({package_of('dd')})")
     block = parse_size(params["block_size"])
     context: list[dict] = []
     if "file_fraction" in params:
@@ -280,7 +281,7 @@ WORKLOAD = Workload(
     run=run,
     family="sequential",
     env="dd",
-    tools=(Tool("dd", "coreutils"),),
+    tools=(Tool("dd"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
     page_cache=page_cache,

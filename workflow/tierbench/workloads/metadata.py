@@ -44,6 +44,7 @@ from pathlib import Path
 from .. import pagecache
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..job import Job
+from ..packages import install_hint
 from ..records import metric
 from ..units import format_size, parse_size
 from . import Tool, Workload
@@ -179,7 +180,7 @@ def run(job: Job) -> list[dict]:
     if job.folder is None:
         raise PointNotApplicable("metadata makes files and folders; the void tier has no folder")
     if shutil.which("gcc") is None:
-        raise PointSkipped("gcc is not installed (install it with: sudo apt-get install -y gcc)")
+        raise PointSkipped(f"gcc is not installed (install it with: {install_hint('gcc')})")
     params = job.params
     job.folder.ensure_space(planned_bytes(params), job.max_bytes)
     root = job.folder.path / ROOT_NAME
@@ -225,7 +226,7 @@ WORKLOAD = Workload(
     run=run,
     family="metadata",
     env="metadata",
-    tools=(Tool("gcc", "gcc"),),
+    tools=(Tool("gcc"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
     runtime_s=runtime_s,

@@ -439,7 +439,7 @@ WORKLOAD = Workload(
     # no headline: a copy's speed is not what a tier buys a job; the report's staging
     # section sets it against the time per step the tier gains (tierbench.staging)
     run=run,
-    tools=(Tool("cp", "coreutils"),),
+    tools=(Tool("cp"),),
     check_params=check_params,
     tier_params=("source",),
     planned_bytes=planned_bytes,

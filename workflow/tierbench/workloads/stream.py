@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..errors import PointFailed, PointSkipped
 from ..job import Job
+from ..packages import install_hint
 from ..probe import usable_cores
 from ..records import metric
 from ..units import format_size, parse_size
@@ -396,7 +397,7 @@ def compile_stream(scratch: Path, job: Job, cflags: list[str]) -> Path:
 def run(job: Job) -> list[dict]:
     params = job.params
     if shutil.which("gcc") is None:
-        raise PointSkipped("gcc is not installed (install it with: sudo apt-get install -y gcc)")
+        raise PointSkipped(f"gcc is not installed (install it with: {install_hint('gcc')})")
     llc_one, llc_total = last_level_cache()
     if not llc_total and not params.get("array_size"):
         raise PointFailed("cannot read the last-level cache size from " + SYS_CPU)
@@ -445,7 +446,7 @@ WORKLOAD = Workload(
     run=run,
     family="sequential",
     env="stream",
-    tools=(Tool("gcc", "gcc"),),
+    tools=(Tool("gcc"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
     threads=threads,

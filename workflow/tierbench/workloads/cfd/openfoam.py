@@ -674,8 +674,8 @@ WORKLOAD = Workload(
     family="cfd",
     env="openfoam",
     tools=(
-        Tool("simpleFoam", "openfoam", version=None),
-        Tool("mpiexec", "openmpi-bin"),
+        Tool("simpleFoam", version=None),
+        Tool("mpiexec"),
     ),
     packaged_paths=((TUTORIALS, "openfoam-examples"),),
     list_params=("prepare",),

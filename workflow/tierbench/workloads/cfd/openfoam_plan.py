@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 
 from ...errors import PointFailed
+from ...packages import package_of
 from ...schemas import schema_defaults
 from .cfd_launch import (
     alone_first,
@@ -37,7 +38,10 @@ STAND_IN = Path(__file__).resolve().parent / "openfoam_tools" / "RunFunctions"
 #: the installation's folder with the stand-in added, in a job's run folder
 PROJECT_VIEW = "openfoam_project"
 DEBIAN_PROJECT_DIR = "/usr/share/openfoam"
-INSTALL_HINT = "apt-get install openfoam (Debian/Ubuntu), or 'openfoam' in the hardware file"
+INSTALL_HINT = (
+    f"apt-get install {package_of('simpleFoam')} (Debian/Ubuntu), "
+    "or 'openfoam' in the hardware file"
+)
 DEFAULTS = schema_defaults("openfoam")
 #: a block of one rank's cells may be at most this many times longer than wide
 MAX_ASPECT = 16

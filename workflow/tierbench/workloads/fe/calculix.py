@@ -79,6 +79,7 @@ import numpy as np
 
 from ...errors import PointFailed, PointNotApplicable, PointSkipped
 from ...job import Job
+from ...packages import package_of
 from ...records import metric
 from ...schemas import complete
 from .. import Tool, Workload
@@ -87,7 +88,8 @@ from . import calculix_deck, fe_deck, fe_model, fe_optimisation, ga
 CCX = "ccx"
 JOB = "job"
 INSTALL_HINT = (
-    "install CalculiX (Debian: apt-get install calculix-ccx) or load a site module providing ccx"
+    f"install CalculiX (Debian: apt-get install {package_of(CCX)}) or load a site module "
+    f"providing {CCX}"
 )
 #: ccx's threads: OpenMP's and CalculiX's own counts
 THREAD_VARIABLES = (
@@ -531,7 +533,7 @@ WORKLOAD = Workload(
     run=run,
     family="fe",
     env="calculix",
-    tools=(Tool(CCX, "calculix-ccx", version=("-v",)),),
+    tools=(Tool(CCX, version=("-v",)),),
     packaged_paths=((calculix_deck.TEST_DECKS, "calculix-ccx-test"),),
     check_params=check_params,
     planned_bytes=planned_bytes,
