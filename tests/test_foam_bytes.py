@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES
+from tierbench import schemas
 from tierbench.workloads.cfd import cfd_writer, foam, foam_write
 
 RECORDED = FIXTURES / "foam_time_folders.json"
@@ -82,6 +83,14 @@ def test_a_time_folder_is_the_bytes_recorded(tmp_path, file_set, fmt, handler):
 
 def test_every_file_set_is_recorded():
     assert set(json.loads(RECORDED.read_text())) == {case_key(*case) for case in CASES}
+
+
+@pytest.mark.parametrize("workload", ["cfd_proxy", "stage"])
+def test_the_schemas_offer_every_file_set(workload):
+    """A new entry of foam.FILE_SET_LAYOUTS is a value a study may name."""
+    file_set = schemas.params_schema(workload)["properties"]["file_set"]
+    assert file_set["enum"] == list(foam.FILE_SETS)
+    assert file_set["default"] == foam.DEFAULT_FILE_SET
 
 
 if __name__ == "__main__":

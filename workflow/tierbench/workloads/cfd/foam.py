@@ -66,10 +66,6 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
-from ... import native
-
 #: field name -> (OpenFOAM class, value type, components per value, values per cell)
 FIELDS = {
     "U": ("volVectorField", "vector", 3, 1),
@@ -677,64 +673,3 @@ def container_footer(file_set: str = DEFAULT_FILE_SET) -> bytes:
 def headless_block(rank: int, file_set: str = DEFAULT_FILE_SET) -> bool:
     """Whether a rank's collated block leaves out its file's header and closing line."""
     return file_set_layout(file_set).headless_blocks and rank != 0
-
-
-# ---------------------------------------------------------------- payloads
-
-
-def largest_number(width: int) -> float:
-    """The largest magnitude a number ``width`` characters wide shows: 9.9..e99."""
-    return float("9." + "9" * (width - 7) + "e99")
-
-
-def format_numbers(values: np.ndarray, components: int, width: int = NUMBER_WIDTH) -> bytes:
-    """Numbers as ascii lines, one conversion per number, as a solver's ascii stream makes them.
-
-    OpenFOAM's ascii Ostream hands every number to libstdc++'s ``ostream <<
-    double``, which converts it with snprintf: that conversion is most of what
-    an ascii write costs the solver, so the proxy pays it too, number by
-    number (in C where :mod:`tierbench.native` builds, else Python's own
-    conversion, which gives the same bytes). ``%+.<width - 7>e``: every number
-    is ``width`` characters (``+1.2345e-01`` at 11), magnitudes below 1e-99
-    written as zero and above 9.9..e99 clipped, so file sizes follow the
-    formula. A row of one number ends in a newline; vectors are ``(a b c)``.
-    """
-    if not 8 <= width <= 40:
-        raise ValueError(f"an ascii number here is 8 to 40 characters wide, not {width}")
-    array = np.ascontiguousarray(values, dtype=np.float64)
-    helper = native.foamio()
-    if helper is not None:
-        return helper.format_ascii(memoryview(array.ravel()).cast("B"), components, width)
-    largest = largest_number(width)
-    v = array.ravel()
-    v = np.where(np.abs(v) >= 1e-99, np.clip(v, -largest, largest), 0.0)
-    spec = f"+.{width - 7}e"
-    numbers = [format(x, spec) for x in v.tolist()]
-    if components == 1:
-        return ("\n".join(numbers) + "\n").encode() if numbers else b""
-    rows = (
-        "(" + " ".join(numbers[i : i + components]) + ")\n"
-        for i in range(0, len(numbers), components)
-    )
-    return "".join(rows).encode()
-
-
-def encode_values(
-    values: np.ndarray, components: int, fmt: str, width: int = NUMBER_WIDTH
-) -> bytes | memoryview:
-    """Values on disk: raw doubles (no copy when contiguous) or ascii lines of ``width`` numbers."""
-    if fmt == "binary":
-        array = np.ascontiguousarray(values, dtype="<f8")
-        return memoryview(array).cast("B")
-    return format_numbers(values, components, width)
-
-
-def patch_values(data: np.ndarray, faces: int, components: int) -> np.ndarray:
-    """A patch's values from its field's: the first ``faces`` values (a view), repeated when
-    the patch has more faces than the field values (a copy, made once)."""
-    flat = np.asarray(data).reshape(-1, components) if components > 1 else np.ravel(data)
-    if faces <= flat.shape[0]:
-        return flat[:faces]
-    if flat.shape[0] == 0:
-        return np.zeros((faces, components) if components > 1 else faces)
-    return np.resize(flat, (faces, components) if components > 1 else faces)
