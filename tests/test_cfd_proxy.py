@@ -298,7 +298,7 @@ def awkward_numbers(count: int) -> np.ndarray:
 @pytest.mark.parametrize("components", [1, 3])
 def test_ascii_numbers_are_exact_width_and_close(width, components):
     values = awkward_numbers(3000 * components)
-    text = foam.format_numbers(values, components, width).decode()
+    text = foam_write.format_numbers(values, components, width).decode()
     rows = text.splitlines()
     assert len(rows) == 3000
     if components == 3:
@@ -306,14 +306,14 @@ def test_ascii_numbers_are_exact_width_and_close(width, components):
         rows = [row[1:-1] for row in rows]
     numbers = [number for row in rows for number in row.split(" ")]
     assert {len(number) for number in numbers} == {width}
-    largest = foam.largest_number(width)
+    largest = foam_write.largest_number(width)
     shown = np.where(np.abs(values) >= 1e-99, np.clip(values, -largest, largest), 0.0)
     digits = width - 6
     parsed = np.array([float(number) for number in numbers])
     np.testing.assert_allclose(parsed, shown, rtol=0.6 * 10.0 ** (1 - digits))
     assert numbers[0] == numbers[1] == numbers[2] == "+0." + "0" * (width - 7) + "e+00"
     with pytest.raises(ValueError, match="8 to 40"):
-        foam.format_numbers(values, components, 7)
+        foam_write.format_numbers(values, components, 7)
 
 
 @pytest.mark.parametrize("width", [8, 10, 15])
@@ -321,9 +321,9 @@ def test_ascii_numbers_are_the_same_bytes_from_c_and_from_python(monkeypatch, wi
     if native.foamio() is None:
         pytest.skip(f"the C helper is not built here: {native.status('foamio')}")
     values = awkward_numbers(6000)
-    from_c = foam.format_numbers(values, 3, width)
+    from_c = foam_write.format_numbers(values, 3, width)
     monkeypatch.setattr(native, "foamio", lambda: None)
-    assert foam.format_numbers(values, 3, width) == from_c
+    assert foam_write.format_numbers(values, 3, width) == from_c
 
 
 def test_bytes_per_rank_sets_the_cells():

@@ -1,11 +1,16 @@
 """OpenFOAM-style output files: what a decomposed solver writes at a write time.
 
-Pure functions, no MPI, no files written: the layout of a time folder, the
-bytes of every file (FoamFile header, field values in ``binary`` or ``ascii``,
-boundary patches)) and the collated container. :mod:`tierbench.workloads.cfd.foam_write` writes
-them, with OpenFOAM's calls; :mod:`tierbench.workloads.cfd.foam_read` reads them back.
+The layout only, no MPI, no system calls and no files written: which files a
+write makes, the text of every file (banner, FoamFile dictionary, boundary
+patches), where its values go and how many bytes they take, and the collated
+container's framing. :mod:`tierbench.workloads.cfd.foam_write` encodes the
+values and writes the files with OpenFOAM's calls;
+:mod:`tierbench.workloads.cfd.foam_read` reads them back.
 
-Two file sets (``file_set``):
+A file set (``file_set``) is one entry of :data:`FILE_SET_LAYOUTS`, a
+:class:`FileSet` that holds every way it differs from the others; the
+functions here read it and never ask which set it is, so a new layout is a
+new entry.
 
 ``v1912`` (the default) is what OpenFOAM v1912's simpleFoam (kOmegaSST, the
 duct case of :mod:`tierbench.workloads.cfd.openfoam`, ``fileHandler
@@ -30,9 +35,7 @@ as v1912 lays them out (the banner names the proxy in a cell of the same
 width; ``uniform/time`` and ``functionObjectProperties`` are ascii in either
 format, as v1912 writes them). Binary values are 8-byte doubles; ascii numbers
 have a fixed width per field (:data:`V1912_WIDTHS`), about what v1912 prints
-at writePrecision 6 for the duct's values, so sizes are exact in both formats,
-and each is converted on its own as the solver's stream converts it
-(:func:`format_numbers`), which is what an ascii write mostly costs.
+at writePrecision 6 for the duct's values, so sizes are exact in both formats.
 
 ``document_001`` is the layout document 001 lists, kept as it was::
 
@@ -58,11 +61,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
-
-from ... import native
 
 #: field name -> (OpenFOAM class, value type, components per value, values per cell)
 FIELDS = {
@@ -81,19 +83,6 @@ DIMENSIONS = {
     "nut": "[0 2 -1 0 0 0 0]",
     "phi": "[0 3 -1 0 0 0 0]",
 }
-#: the files a write puts in the time folder (``file_set``), the default first
-FILE_SETS = ("v1912", "document_001")
-DEFAULT_FILE_SET = FILE_SETS[0]
-_UNIFORM_FILES = {
-    "v1912": (
-        "uniform/time",
-        "uniform/cumulativeContErr",
-        "uniform/functionObjects/functionObjectProperties",
-    ),
-    "document_001": ("uniform/time", "uniform/functionObjects/functionObjectProperties"),
-}
-#: folders made per write (per rank when uncollated): the time folder and two below it
-TIME_DIRS = ("", "uniform", "uniform/functionObjects")
 FORMATS = ("binary", "ascii")
 HANDLERS = ("uncollated", "collated")
 #: width of an ascii number, document_001: "+1.23456789e-01"
@@ -106,7 +95,7 @@ NUMBER_WIDTH = 15
 #: at least), as many significant digits as fit.
 V1912_WIDTHS = {"U": 10, "p": 9, "k": 10, "omega": 8, "nut": 11, "phi": 11}
 ARCH = "LSB;label=32;scalar=64"
-BANNER = (
+DOCUMENT_001_BANNER = (
     "/*--------------------------------*- C++ -*----------------------------------*\\\n"
     "  =========                 |\n"
     "  \\\\      /  F ield         | OpenFOAM: The Open Source CFD Toolbox\n"
@@ -114,15 +103,6 @@ BANNER = (
     "    \\\\  /    A nd           | tierbench cfd_proxy (output proxy)\n"
     "     \\\\/     M anipulation  |\n"
     "\\*---------------------------------------------------------------------------*/\n"
-)
-SEPARATOR = "// * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * //\n\n"
-FOOTER = "\n// ************************************************************************* //\n"
-BOUNDARY = (
-    "boundaryField\n{\n"
-    "    inlet\n    {\n        type            calculated;\n    }\n"
-    "    outlet\n    {\n        type            calculated;\n    }\n"
-    "    walls\n    {\n        type            calculated;\n    }\n"
-    "}\n"
 )
 #: v1912's banner, line for line (80 columns); the empty cell of its last line names the proxy
 V1912_BANNER = (
@@ -134,7 +114,10 @@ V1912_BANNER = (
     "|    \\\\/     M anipulation  | tierbench cfd_proxy (output proxy)              |\n"
     "\\*---------------------------------------------------------------------------*/\n"
 )
-V1912_SEPARATOR = SEPARATOR[:-1]  # v1912: the line, then each file's own blank line
+#: the line after the FoamFile dictionary; a file's own text starts after a blank line
+SEPARATOR = "// * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * * //\n"
+#: a blank line and the closing line (document_001's end of a file)
+FOOTER = "\n// ************************************************************************* //\n"
 V1912_FOOTER = "\n" + FOOTER  # after a dictionary's last entry: two blank lines, the line
 #: the duct case's uniform boundary values (``openfoam_plan.FLOW``: inflow 1 m/s, k, omega)
 CASE_VALUES = {"U": "(1 0 0)", "k": "0.00375", "omega": "16", "p": "0", "phi": "0"}
@@ -184,16 +167,171 @@ BOUNDARY_V1912 = {
 }
 PROCESSOR_PATCH = _patch("processor", LIST)
 
+#: stand-ins for the parts of a file that change per write, in the cached templates
+_TIME, _INDEX, _CONTERR = "\0time\0", "\0index\0", "\0conterr\0"
+
+
+# ---------------------------------------------------------------- the file sets
+
+
+@dataclass(frozen=True)
+class UniformFile:
+    """A dictionary of ``<time>/uniform``: its path below the time folder, its class and
+    its entries (the time, index and continuity error as stand-ins)."""
+
+    path: str
+    cls: str
+    entries: str
+    #: ascii whatever the write's format (else in the write's format)
+    always_ascii: bool = False
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """Everything one file set writes differently from another, as data.
+
+    The functions of this module read these fields and nothing else about a
+    file set, so a new layout is a new entry of :data:`FILE_SET_LAYOUTS`.
+    """
+
+    #: the dictionaries of ``<time>/uniform``, in the order written (uniform/time first)
+    uniform: tuple[UniformFile, ...]
+    #: characters of an ascii number, per field
+    number_widths: Mapping[str, int]
+    #: phi holds a value per internal face of the rank's block (else 3 per cell)
+    phi_on_faces: bool
+    #: what every file starts with, before its FoamFile dictionary
+    banner: str
+    #: in a binary file's FoamFile dictionary ``arch`` follows ``format`` (else ``class``)
+    arch_after_format: bool
+    #: blank lines between a field's dimensions (phi: its ``oriented``) and its internalField
+    blank_lines_before_values: int
+    #: phi says ``oriented oriented;``, as a surface field of OpenFOAM does
+    oriented_phi: bool
+    #: what closes a binary list of values (an ascii one closes with ")\n;\n")
+    binary_list_end: str
+    #: field -> patch kind -> (entries, value) of the patches written (:data:`BOUNDARY_V1912`);
+    #: a rank's patches of :func:`patches` whose kind is not here are left out
+    boundary: Mapping[str, Mapping[str, tuple]]
+    #: what ends a file after its last entry
+    footer: str
+    #: collated: the container's header is OpenFOAM's decomposedBlockData header (binary in
+    #: either format, its blocks counted, its own absolute path named), else a field file's
+    openfoam_container: bool
+    #: collated: a rank other than the master hands in its file without header and footer
+    headless_blocks: bool
+    #: collated: the line before each block (``{rank}`` filled in) and the container's end
+    block_label: str
+    container_footer: str
+
+
+_V1912_TIME = (
+    f"value           {_TIME};\n\n"
+    f'name            "{_TIME}";\n\n'
+    f"index           {_INDEX};\n\n"
+    "deltaT          1;\n\n"
+    "deltaT0         1;\n"
+)
+_DOCUMENT_001_TIME = (
+    f"value           {_TIME};\n"
+    f'name            "{_TIME}";\n'
+    f"index           {_INDEX};\n"
+    "deltaT          1;\n"
+    "deltaT0         1;\n"
+)
+_CALCULATED = _patch("calculated", None)
+
+#: the file sets, the default first
+FILE_SET_LAYOUTS = {
+    "v1912": FileSet(
+        uniform=(
+            # v1912 writes uniform/time and functionObjectProperties in ascii in either format
+            UniformFile("uniform/time", "dictionary", _V1912_TIME, always_ascii=True),
+            UniformFile(
+                "uniform/cumulativeContErr",
+                "uniformDimensionedScalarField",
+                f"dimensions      [0 0 0 0 0 0 0];\nvalue           {_CONTERR};\n\n",
+            ),
+            UniformFile(
+                "uniform/functionObjects/functionObjectProperties",
+                "dictionary",
+                "",
+                always_ascii=True,
+            ),
+        ),
+        number_widths=V1912_WIDTHS,
+        phi_on_faces=True,
+        banner=V1912_BANNER,
+        arch_after_format=False,
+        blank_lines_before_values=2,
+        oriented_phi=True,
+        binary_list_end=");\n",
+        boundary={
+            name: {**patches, "processor": PROCESSOR_PATCH}
+            for name, patches in BOUNDARY_V1912.items()
+        },
+        footer=V1912_FOOTER,
+        openfoam_container=True,
+        headless_blocks=True,
+        block_label="// Processor{rank}\n\n",
+        container_footer="",
+    ),
+    "document_001": FileSet(
+        uniform=(
+            UniformFile("uniform/time", "dictionary", _DOCUMENT_001_TIME),
+            UniformFile(
+                "uniform/functionObjects/functionObjectProperties",
+                "dictionary",
+                "// no function objects\n",
+            ),
+        ),
+        number_widths=dict.fromkeys(FIELDS, NUMBER_WIDTH),
+        phi_on_faces=False,
+        banner=DOCUMENT_001_BANNER,
+        arch_after_format=True,
+        blank_lines_before_values=1,
+        oriented_phi=False,
+        binary_list_end=")\n;\n",
+        boundary={
+            name: dict.fromkeys(("inlet", "outlet", "walls"), _CALCULATED) for name in FIELDS
+        },
+        footer=FOOTER,
+        openfoam_container=False,
+        headless_blocks=False,
+        block_label="",
+        container_footer="\n" + FOOTER,
+    ),
+}
+#: the files a write puts in the time folder (``file_set``), the default first
+FILE_SETS = tuple(FILE_SET_LAYOUTS)
+DEFAULT_FILE_SET = FILE_SETS[0]
+
 
 def check_file_set(file_set: str) -> str:
-    if file_set not in FILE_SETS:
+    if file_set not in FILE_SET_LAYOUTS:
         raise ValueError(f"file_set {file_set!r} is not one of {', '.join(FILE_SETS)}")
     return file_set
 
 
+def file_set_layout(file_set: str = DEFAULT_FILE_SET) -> FileSet:
+    return FILE_SET_LAYOUTS[check_file_set(file_set)]
+
+
 def uniform_files(file_set: str = DEFAULT_FILE_SET) -> tuple[str, ...]:
     """The files of ``<time>/uniform`` a write makes (once per write when collated)."""
-    return _UNIFORM_FILES[check_file_set(file_set)]
+    return tuple(file.path for file in file_set_layout(file_set).uniform)
+
+
+def time_dirs(file_set: str = DEFAULT_FILE_SET) -> tuple[str, ...]:
+    """Folders a write makes (per rank when uncollated): the time folder, ``""``, and
+    every folder below it that holds a ``uniform`` file."""
+    found = {""}
+    for path in uniform_files(file_set):
+        folder = posixpath.dirname(path)
+        while folder:
+            found.add(folder)
+            folder = posixpath.dirname(folder)
+    return tuple(sorted(found))
 
 
 def files_per_write(file_set: str = DEFAULT_FILE_SET) -> int:
@@ -203,10 +341,10 @@ def files_per_write(file_set: str = DEFAULT_FILE_SET) -> int:
 
 def dirs_per_write(file_set: str = DEFAULT_FILE_SET) -> int:
     """Folders per rank per write (uncollated), per write (collated): 3 in either set."""
-    check_file_set(file_set)
-    return len(TIME_DIRS)
+    return len(time_dirs(file_set))
 
 
+TIME_DIRS = time_dirs()  # "", "uniform", "uniform/functionObjects"
 FILES_PER_WRITE = files_per_write()  # the default set's: 9 (document_001: 8)
 DIRS_PER_WRITE = dirs_per_write()  # 3
 
@@ -278,14 +416,22 @@ def patches(cells: int, rank: int = 0, ranks: int = 1) -> tuple[tuple[str, str, 
 
 def values_per_field(name: str, cells: int, file_set: str = DEFAULT_FILE_SET) -> int:
     """Values (vectors count once) of a field's internalField for ``cells`` cells."""
-    if name == "phi" and check_file_set(file_set) == "v1912":
+    if name == "phi" and file_set_layout(file_set).phi_on_faces:
         return internal_faces(cells)
     return FIELDS[name][3] * cells
 
 
+def cells_of(name: str, numbers: int, file_set: str = DEFAULT_FILE_SET) -> int:
+    """A rank's cells from the numbers of one of its fields (phi: only at 3 values per cell)."""
+    components, per_cell = FIELDS[name][2:]
+    if name == "phi" and file_set_layout(file_set).phi_on_faces:
+        raise ValueError("phi's values are the internal faces: give the cells")
+    return numbers // components // per_cell
+
+
 def number_width(name: str, file_set: str = DEFAULT_FILE_SET) -> int:
     """Characters of one ascii number of a field."""
-    return V1912_WIDTHS[name] if check_file_set(file_set) == "v1912" else NUMBER_WIDTH
+    return file_set_layout(file_set).number_widths[name]
 
 
 def value_bytes(name: str, fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
@@ -300,39 +446,28 @@ def value_bytes(name: str, fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
 # ---------------------------------------------------------------- headers and layouts
 
 
-def header(cls: str, location: str, obj: str, fmt: str) -> str:
-    """Banner and FoamFile dictionary that every file of document_001's set starts with."""
-    arch = f'    arch        "{ARCH}";\n' if fmt == "binary" else ""
-    return (
-        BANNER + "FoamFile\n{\n"
-        "    version     2.0;\n"
-        f"    format      {fmt};\n"
-        f"{arch}"
-        f"    class       {cls};\n"
-        f'    location    "{location}";\n'
-        f"    object      {obj};\n"
-        "}\n" + SEPARATOR
-    )
+def header(
+    cls: str,
+    location: str,
+    obj: str,
+    fmt: str,
+    file_set: str = DEFAULT_FILE_SET,
+    blocks: int | None = None,
+) -> str:
+    """The banner and FoamFile dictionary every file starts with, up to its separator line.
 
-
-def v1912_header(cls: str, location: str, obj: str, fmt: str, blocks: int | None = None) -> str:
-    """v1912's banner and FoamFile dictionary, up to its separator line.
-
-    ``arch`` follows the class in binary; a collated container (``blocks``)
-    says its blocks instead and is binary with no arch in either format.
+    A binary file says its ``arch``; a collated container (``blocks``) says
+    its blocks instead.
     """
+    layout = file_set_layout(file_set)
     lines = ["version     2.0", f"format      {fmt}", f"class       {cls}"]
     if blocks is not None:
         lines.append(f"blocks      {blocks}")
     elif fmt == "binary":
-        lines.append(f'arch        "{ARCH}"')
+        lines.insert(2 if layout.arch_after_format else 3, f'arch        "{ARCH}"')
     lines += [f'location    "{location}"', f"object      {obj}"]
     entries = "".join(f"    {line};\n" for line in lines)
-    return V1912_BANNER + "FoamFile\n{\n" + entries + "}\n" + V1912_SEPARATOR
-
-
-#: stand-ins for the parts of a header that change per write, in the cached templates
-_TIME, _INDEX, _CONTERR = "\0time\0", "\0index\0", "\0conterr\0"
+    return layout.banner + "FoamFile\n{\n" + entries + "}\n" + SEPARATOR
 
 
 @dataclass(frozen=True)
@@ -342,8 +477,8 @@ class Layout:
     The file is ``head[0] + <time> + head[1] + texts[0] + <values of
     slots[0]> + texts[1] + ... + texts[-1]``. A slot is ``(source, values)``:
     source -1 is the internalField, i >= 0 the i-th patch of
-    :func:`patches`. ``tail`` is the closing text a collated block of a rank
-    other than the master leaves out (v1912), with the header.
+    :func:`patches`. ``tail`` is the closing text a headless collated block
+    leaves out, with the header (:attr:`FileSet.headless_blocks`).
     """
 
     head: tuple[bytes, bytes]
@@ -356,25 +491,26 @@ def _list_open(kind: str, count: int, fmt: str) -> str:
     return f"nonuniform List<{kind}> \n{count}\n(" + ("\n" if fmt == "ascii" else "")
 
 
-def _document_001_layout(name: str, count: int, fmt: str) -> Layout:
+@functools.lru_cache(maxsize=4096)
+def field_layout(
+    name: str,
+    count: int,
+    cells: int,
+    fmt: str,
+    file_set: str = DEFAULT_FILE_SET,
+    rank: int = 0,
+    ranks: int = 1,
+) -> Layout:
+    """The pieces of a field file of ``count`` internal values on a rank of ``cells`` cells."""
+    layout = file_set_layout(file_set)
     cls, kind, _, _ = FIELDS[name]
-    text = header(cls, _TIME, name, fmt)
-    text += f"dimensions      {DIMENSIONS[name]};\n\n"
-    text += f"internalField   {_list_open(kind, count, fmt)}"
-    before, after = text.split(_TIME)
-    return Layout((before.encode(), after.encode()), (b"", _FIELD_SUFFIX), ((-1, count),))
-
-
-def _v1912_layout(name: str, count: int, cells: int, rank: int, ranks: int, fmt: str) -> Layout:
-    """A field file as v1912 writes it for the duct case (see the module's docstring)."""
-    cls, kind, _, _ = FIELDS[name]
-    before, after = (v1912_header(cls, _TIME, name, fmt) + "\n").split(_TIME)
+    before, after = (header(cls, _TIME, name, fmt, file_set) + "\n").split(_TIME)
     texts, slots = [], []
-    closing = ")\n;\n" if fmt == "ascii" else ");\n"
+    closing = layout.binary_list_end if fmt == "binary" else ")\n;\n"
     text = f"dimensions      {DIMENSIONS[name]};\n"
-    if name == "phi":
+    if name == "phi" and layout.oriented_phi:
         text += "oriented        oriented;\n"
-    text += "\n\ninternalField   "
+    text += "\n" * layout.blank_lines_before_values + "internalField   "
 
     def add_list(source: int, n: int) -> None:
         """``nonuniform`` and a list of n values (a slot); an empty list is text only."""
@@ -389,9 +525,9 @@ def _v1912_layout(name: str, count: int, cells: int, rank: int, ranks: int, fmt:
     add_list(-1, count)
     text += "\nboundaryField\n{\n"
     for index, (patch, patch_kind, faces) in enumerate(patches(cells, rank, ranks)):
-        entries, value = (
-            PROCESSOR_PATCH if patch_kind == "processor" else BOUNDARY_V1912[name][patch_kind]
-        )
+        if patch_kind not in layout.boundary[name]:
+            continue
+        entries, value = layout.boundary[name][patch_kind]
         text += f"    {patch}\n    {{\n"
         text += "".join(f"        {key:<15} {val};\n" for key, val in entries)
         if value is not None:
@@ -401,33 +537,14 @@ def _v1912_layout(name: str, count: int, cells: int, rank: int, ranks: int, fmt:
             else:
                 text += f"uniform {value};\n"
         text += "    }\n"
-    text += "}\n" + V1912_FOOTER
+    text += "}\n" + layout.footer
     texts.append(text)
     return Layout(
         (before.encode(), after.encode()),
         tuple(t.encode() for t in texts),
         tuple(slots),
-        len(V1912_FOOTER),
+        len(layout.footer) if layout.headless_blocks else 0,
     )
-
-
-_FIELD_SUFFIX = (")\n;\n\n" + BOUNDARY + FOOTER).encode()
-
-
-@functools.lru_cache(maxsize=4096)
-def field_layout(
-    name: str,
-    count: int,
-    cells: int,
-    fmt: str,
-    file_set: str = DEFAULT_FILE_SET,
-    rank: int = 0,
-    ranks: int = 1,
-) -> Layout:
-    """The pieces of a field file of ``count`` internal values on a rank of ``cells`` cells."""
-    if check_file_set(file_set) == "document_001":
-        return _document_001_layout(name, count, fmt)
-    return _v1912_layout(name, count, cells, rank, ranks, fmt)
 
 
 def _layout_bytes(layout: Layout, name: str, fmt: str, file_set: str, time: str) -> int:
@@ -466,52 +583,32 @@ def cumulative_cont_err(index: int) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _uniform_templates(fmt: str, file_set: str) -> tuple[tuple[str, bytes], ...]:
-    """``(path, bytes %-template of time, index and conterr)`` of the dictionaries, built once."""
+def uniform_templates(fmt: str, file_set: str = DEFAULT_FILE_SET) -> tuple[tuple[str, bytes], ...]:
+    """``(path, bytes %-template)`` of each ``uniform`` dictionary, built once; fill them
+    with :func:`uniform_values`."""
+    layout = file_set_layout(file_set)
+    found = []
+    for file in layout.uniform:
+        folder, obj = posixpath.split(file.path)
+        form = "ascii" if file.always_ascii else fmt
+        text = header(file.cls, f"{_TIME}/{folder}", obj, form, file_set)
+        text = (text + "\n" + file.entries + layout.footer).replace("%", "%%")
+        text = text.replace(_TIME, "%(time)b").replace(_INDEX, "%(index)d")
+        found.append((file.path, text.replace(_CONTERR, "%(conterr)b").encode()))
+    return tuple(found)
 
-    def template(text: str) -> bytes:
-        text = text.replace("%", "%%").replace(_TIME, "%(time)b")
-        return text.replace(_INDEX, "%(index)d").replace(_CONTERR, "%(conterr)b").encode()
 
-    if check_file_set(file_set) == "document_001":
-        time_text = header("dictionary", f"{_TIME}/uniform", "time", fmt) + (
-            f"value           {_TIME};\n"
-            f'name            "{_TIME}";\n'
-            f"index           {_INDEX};\n"
-            "deltaT          1;\n"
-            "deltaT0         1;\n" + FOOTER
-        )
-        props = header(
-            "dictionary", f"{_TIME}/uniform/functionObjects", "functionObjectProperties", fmt
-        ) + ("// no function objects\n" + FOOTER)
-        time_path, props_path = uniform_files(file_set)
-        return (time_path, template(time_text)), (props_path, template(props))
-    # v1912 writes uniform/time and functionObjectProperties in ascii in either format
-    time_text = v1912_header("dictionary", f"{_TIME}/uniform", "time", "ascii") + (
-        f"\nvalue           {_TIME};\n\n"
-        f'name            "{_TIME}";\n\n'
-        f"index           {_INDEX};\n\n"
-        "deltaT          1;\n\n"
-        "deltaT0         1;\n" + V1912_FOOTER
-    )
-    cont_err = v1912_header(
-        "uniformDimensionedScalarField", f"{_TIME}/uniform", "cumulativeContErr", fmt
-    ) + (f"\ndimensions      [0 0 0 0 0 0 0];\nvalue           {_CONTERR};\n\n" + V1912_FOOTER)
-    props = v1912_header(
-        "dictionary", f"{_TIME}/uniform/functionObjects", "functionObjectProperties", "ascii"
-    ) + ("\n" + V1912_FOOTER)
-    paths = uniform_files(file_set)
-    return tuple(zip(paths, map(template, (time_text, cont_err, props)), strict=True))
+def uniform_values(time: bytes, index: int) -> dict[bytes, bytes | int]:
+    """What fills the templates of :func:`uniform_templates` at a write."""
+    return {b"time": time, b"index": index, b"conterr": cumulative_cont_err(index).encode()}
 
 
 def uniform_texts(
     time: str, index: int, fmt: str, file_set: str = DEFAULT_FILE_SET
 ) -> dict[str, bytes]:
     """The small dictionaries of ``<time>/uniform`` (relative path -> bytes)."""
-    values = {b"time": time.encode(), b"index": index, b"conterr": b""}
-    if file_set == "v1912":
-        values[b"conterr"] = cumulative_cont_err(index).encode()
-    return {path: template % values for path, template in _uniform_templates(fmt, file_set)}
+    values = uniform_values(time.encode(), index)
+    return {path: template % values for path, template in uniform_templates(fmt, file_set)}
 
 
 def rank_write_bytes(
@@ -545,62 +642,34 @@ def approx_bytes_per_cell(fmt: str, file_set: str = DEFAULT_FILE_SET) -> int:
     return sum(FIELDS[name][3] * value_bytes(name, fmt, file_set) for name in FIELDS)
 
 
-# ---------------------------------------------------------------- payloads
+# ---------------------------------------------------------------- the collated container
 
 
-def largest_number(width: int) -> float:
-    """The largest magnitude a number ``width`` characters wide shows: 9.9..e99."""
-    return float("9." + "9" * (width - 7) + "e99")
+def container_head(
+    name: str, fmt: str, folder: str, ranks: int, file_set: str = DEFAULT_FILE_SET
+) -> tuple[bytes, bytes]:
+    """A collated field file's header in ``folder`` (``processors<N>``), split where the
+    time name goes."""
+    if file_set_layout(file_set).openfoam_container:
+        location = os.path.join(os.path.abspath(folder), _TIME, name)
+        text = header("decomposedBlockData", location, name, "binary", file_set, ranks)
+    else:
+        text = header("decomposedBlockData", _TIME, name, fmt, file_set)
+    before, after = text.split(_TIME)
+    return before.encode(), after.encode()
 
 
-def format_numbers(values: np.ndarray, components: int, width: int = NUMBER_WIDTH) -> bytes:
-    """Numbers as ascii lines, one conversion per number, as a solver's ascii stream makes them.
-
-    OpenFOAM's ascii Ostream hands every number to libstdc++'s ``ostream <<
-    double``, which converts it with snprintf: that conversion is most of what
-    an ascii write costs the solver, so the proxy pays it too, number by
-    number (in C where :mod:`tierbench.native` builds, else Python's own
-    conversion, which gives the same bytes). ``%+.<width - 7>e``: every number
-    is ``width`` characters (``+1.2345e-01`` at 11), magnitudes below 1e-99
-    written as zero and above 9.9..e99 clipped, so file sizes follow the
-    formula. A row of one number ends in a newline; vectors are ``(a b c)``.
-    """
-    if not 8 <= width <= 40:
-        raise ValueError(f"an ascii number here is 8 to 40 characters wide, not {width}")
-    array = np.ascontiguousarray(values, dtype=np.float64)
-    helper = native.foamio()
-    if helper is not None:
-        return helper.format_ascii(memoryview(array.ravel()).cast("B"), components, width)
-    largest = largest_number(width)
-    v = array.ravel()
-    v = np.where(np.abs(v) >= 1e-99, np.clip(v, -largest, largest), 0.0)
-    spec = f"+.{width - 7}e"
-    numbers = [format(x, spec) for x in v.tolist()]
-    if components == 1:
-        return ("\n".join(numbers) + "\n").encode() if numbers else b""
-    rows = (
-        "(" + " ".join(numbers[i : i + components]) + ")\n"
-        for i in range(0, len(numbers), components)
-    )
-    return "".join(rows).encode()
+def block_frame(rank: int, size: int, file_set: str = DEFAULT_FILE_SET) -> tuple[bytes, bytes]:
+    """The text before and after a rank's block of ``size`` bytes in a collated file."""
+    label = file_set_layout(file_set).block_label.format(rank=rank)
+    return f"\n\n{label}{size}\n(".encode(), b")"
 
 
-def encode_values(
-    values: np.ndarray, components: int, fmt: str, width: int = NUMBER_WIDTH
-) -> bytes | memoryview:
-    """Values on disk: raw doubles (no copy when contiguous) or ascii lines of ``width`` numbers."""
-    if fmt == "binary":
-        array = np.ascontiguousarray(values, dtype="<f8")
-        return memoryview(array).cast("B")
-    return format_numbers(values, components, width)
+def container_footer(file_set: str = DEFAULT_FILE_SET) -> bytes:
+    """What ends a collated file after its last block."""
+    return file_set_layout(file_set).container_footer.encode()
 
 
-def patch_values(data: np.ndarray, faces: int, components: int) -> np.ndarray:
-    """A patch's values from its field's: the first ``faces`` values (a view), repeated when
-    the patch has more faces than the field values (a copy, made once)."""
-    flat = np.asarray(data).reshape(-1, components) if components > 1 else np.ravel(data)
-    if faces <= flat.shape[0]:
-        return flat[:faces]
-    if flat.shape[0] == 0:
-        return np.zeros((faces, components) if components > 1 else faces)
-    return np.resize(flat, (faces, components) if components > 1 else faces)
+def headless_block(rank: int, file_set: str = DEFAULT_FILE_SET) -> bool:
+    """Whether a rank's collated block leaves out its file's header and closing line."""
+    return file_set_layout(file_set).headless_blocks and rank != 0

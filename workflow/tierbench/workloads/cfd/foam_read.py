@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .foam import FOOTER, V1912_SEPARATOR
+from .foam import FOOTER, SEPARATOR
 
 _ENTRY = re.compile(r"^\s*(\w+)\s+(.*?);\s*$")
 _INTERNAL = re.compile(rb"internalField\s+nonuniform\s+(?:List<(\w+)>\s*\n(\d+)\n\(|0(?:\(\))?;)")
@@ -80,7 +80,7 @@ def read_collated(data: bytes) -> tuple[dict, list[bytes]]:
     head, offset = parse_header(data)
     if head["class"] != "decomposedBlockData":
         raise ValueError(f"class {head['class']} is not decomposedBlockData")
-    line = data.index(V1912_SEPARATOR.encode(), offset) + len(V1912_SEPARATOR)
+    line = data.index(SEPARATOR.encode(), offset) + len(SEPARATOR)
     if data.startswith(b"\n\n// Processor", line):  # v1912
         pattern, closing, position, end = (
             re.compile(rb"\n\n// Processor(\d+)\n\n(\d+)\n\("),

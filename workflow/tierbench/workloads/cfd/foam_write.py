@@ -2,8 +2,9 @@
 OpenFOAM v1912 makes for them (its OFstream's buffer, Foam::mkDir, Foam::rmDir),
 uncollated or collated, and purgeWrite.
 
-What the files hold, byte for byte, is :mod:`tierbench.workloads.cfd.foam`'s (pure functions); this
-module is the part that writes them.
+Where every byte goes is :mod:`tierbench.workloads.cfd.foam`'s (the layout, no
+system calls); this module turns the solver's arrays into those bytes (through
+the C helper of :mod:`tierbench.native` where it builds) and writes them.
 """
 
 from __future__ import annotations
@@ -18,20 +19,20 @@ import numpy as np
 from ... import native
 from ...files import CREATE, write_all
 from .foam import (
-    _TIME,
     DEFAULT_FILE_SET,
     FIELDS,
-    FOOTER,
+    NUMBER_WIDTH,
     Layout,
-    _uniform_templates,
+    block_frame,
+    cells_of,
     check_file_set,
-    cumulative_cont_err,
-    encode_values,
+    container_footer,
+    container_head,
     field_layout,
-    header,
+    headless_block,
     number_width,
-    patch_values,
-    v1912_header,
+    uniform_templates,
+    uniform_values,
 )
 
 
@@ -48,6 +49,67 @@ class WriteCount:
     def add(self, other: WriteCount) -> None:
         for key in vars(self):
             setattr(self, key, getattr(self, key) + getattr(other, key))
+
+
+# ---------------------------------------------------------------- values to bytes
+
+
+def largest_number(width: int) -> float:
+    """The largest magnitude a number ``width`` characters wide shows: 9.9..e99."""
+    return float("9." + "9" * (width - 7) + "e99")
+
+
+def format_numbers(values: np.ndarray, components: int, width: int = NUMBER_WIDTH) -> bytes:
+    """Numbers as ascii lines, one conversion per number, as a solver's ascii stream makes them.
+
+    OpenFOAM's ascii Ostream hands every number to libstdc++'s ``ostream <<
+    double``, which converts it with snprintf: that conversion is most of what
+    an ascii write costs the solver, so the proxy pays it too, number by
+    number (in C where :mod:`tierbench.native` builds, else Python's own
+    conversion, which gives the same bytes). ``%+.<width - 7>e``: every number
+    is ``width`` characters (``+1.2345e-01`` at 11), magnitudes below 1e-99
+    written as zero and above 9.9..e99 clipped, so file sizes follow the
+    formula. A row of one number ends in a newline; vectors are ``(a b c)``.
+    """
+    if not 8 <= width <= 40:
+        raise ValueError(f"an ascii number here is 8 to 40 characters wide, not {width}")
+    array = np.ascontiguousarray(values, dtype=np.float64)
+    helper = native.foamio()
+    if helper is not None:
+        return helper.format_ascii(memoryview(array.ravel()).cast("B"), components, width)
+    largest = largest_number(width)
+    v = array.ravel()
+    v = np.where(np.abs(v) >= 1e-99, np.clip(v, -largest, largest), 0.0)
+    spec = f"+.{width - 7}e"
+    numbers = [format(x, spec) for x in v.tolist()]
+    if components == 1:
+        return ("\n".join(numbers) + "\n").encode() if numbers else b""
+    rows = (
+        "(" + " ".join(numbers[i : i + components]) + ")\n"
+        for i in range(0, len(numbers), components)
+    )
+    return "".join(rows).encode()
+
+
+def encode_values(
+    values: np.ndarray, components: int, fmt: str, width: int = NUMBER_WIDTH
+) -> bytes | memoryview:
+    """Values on disk: raw doubles (no copy when contiguous) or ascii lines of ``width`` numbers."""
+    if fmt == "binary":
+        array = np.ascontiguousarray(values, dtype="<f8")
+        return memoryview(array).cast("B")
+    return format_numbers(values, components, width)
+
+
+def patch_values(data: np.ndarray, faces: int, components: int) -> np.ndarray:
+    """A patch's values from its field's: the first ``faces`` values (a view), repeated when
+    the patch has more faces than the field values (a copy, made once)."""
+    flat = np.asarray(data).reshape(-1, components) if components > 1 else np.ravel(data)
+    if faces <= flat.shape[0]:
+        return flat[:faces]
+    if flat.shape[0] == 0:
+        return np.zeros((faces, components) if components > 1 else faces)
+    return np.resize(flat, (faces, components) if components > 1 else faces)
 
 
 # ---------------------------------------------------------------- OpenFOAM's calls
@@ -300,15 +362,13 @@ class RankFields:
     def block(self, name: str, stamp: bytes) -> bytes:
         """This rank's block of a collated field file: its whole file, which v1912 leaves
         headless on every rank but the master."""
-        headless = self.file_set == "v1912" and self.rank != 0
+        headless = headless_block(self.rank, self.file_set)
         return b"".join(part for part, _ in self.pieces(name, stamp, headless))
 
 
-def _uniform_of_write(templates, inside: bytes, stamp: bytes, index: int, file_set: str) -> list:
+def _uniform_of_write(templates, inside: bytes, stamp: bytes, index: int) -> list:
     """``(path, text)`` of the ``uniform`` dictionaries of a write, ``uniform/time`` first."""
-    values = {b"time": stamp, b"index": index, b"conterr": b""}
-    if file_set == "v1912":
-        values[b"conterr"] = cumulative_cont_err(index).encode()
+    values = uniform_values(stamp, index)
     return [(inside + path, template % values) for path, template in templates]
 
 
@@ -337,7 +397,7 @@ class UncollatedWriter:
         self.root, self.fsync = os.fsencode(processor_dir), fsync
         self.prepared = RankFields(fields, fmt, file_set, rank, ranks)
         self.uniform = [
-            (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
+            (os.fsencode(path), template) for path, template in uniform_templates(fmt, file_set)
         ]
         #: the C helper that makes the folders and files in one call, or None (Python)
         self.native = native.foamio()
@@ -346,8 +406,7 @@ class UncollatedWriter:
         """``<processor_dir>/<time>/`` with its 9 files (document_001: 8), OFstream's calls."""
         stamp = time.encode()
         inside = self.root + os.sep.encode() + stamp + os.sep.encode()
-        file_set = self.prepared.file_set
-        uniform = _uniform_of_write(self.uniform, inside, stamp, index, file_set)
+        uniform = _uniform_of_write(self.uniform, inside, stamp, index)
         # uniform/time first, as v1912: its folder's mkdir finds no <time> and makes both
         (time_path, time_text), rest = uniform[0], uniform[1:]
         files = [(time_path, tuple(time_dict_calls(time_text)))]
@@ -395,8 +454,8 @@ class CollatedWriter:
     rank's block, a ``List<char>`` written as one block (so a block of 1024
     bytes or more leaves with what the buffer holds: a writev per rank), and the
     closing ``)`` at close. The ``uniform`` files are ordinary files the master
-    hands the kernel whole, one write each. v1912's container is binary in either
-    format and names its own absolute path; document_001's names the time.
+    hands the kernel whole, one write each. The container's header and each
+    block's frame are the file set's (:func:`tierbench.workloads.cfd.foam.container_head`).
     """
 
     #: Foam::mkDir calls per file: the file handler's, then the stream's
@@ -412,37 +471,24 @@ class CollatedWriter:
     ):
         self.root, self.fsync = os.fsencode(processors_dir), fsync
         self.file_set, self.ranks = check_file_set(file_set), ranks
-        where = os.path.abspath(os.fspath(processors_dir))
-        self.heads = {
-            name: tuple(part.encode() for part in self._header(name, fmt, where).split(_TIME))
-            for name in FIELDS
-        }
-        self.end = FOOTER.encode() if self.file_set == "document_001" else b""
+        folder = os.fspath(processors_dir)
+        self.heads = {name: container_head(name, fmt, folder, ranks, file_set) for name in FIELDS}
+        self.end = container_footer(file_set)
         self.uniform = [
-            (os.fsencode(path), template) for path, template in _uniform_templates(fmt, file_set)
+            (os.fsencode(path), template) for path, template in uniform_templates(fmt, file_set)
         ]
         self.native = native.foamio()
 
-    def _header(self, name: str, fmt: str, where: str) -> str:
-        """A field's container header with the time left as a stand-in."""
-        if self.file_set == "document_001":
-            return header("decomposedBlockData", _TIME, name, fmt)
-        location = os.path.join(where, _TIME, name)
-        return v1912_header("decomposedBlockData", location, name, "binary", self.ranks)
-
     def framed(self, rank: int, block) -> list[tuple]:
         """One rank's block in the container, as ``(bytes-like, block)`` pieces."""
-        if self.file_set == "v1912":
-            opening, closing = f"\n\n// Processor{rank}\n\n{len(block)}\n(", b")"
-        else:
-            opening, closing = f"\n{len(block)}\n(", b")\n"
-        return [(opening.encode(), False), (block, True), (closing, False)]
+        opening, closing = block_frame(rank, len(block), self.file_set)
+        return [(opening, False), (block, True), (closing, False)]
 
     def write(self, time: str, index: int, blocks: dict[str, list]) -> WriteCount:
         """``<processors_dir>/<time>/`` from ``blocks[field][rank]`` (:meth:`RankFields.block`)."""
         stamp = time.encode()
         inside = self.root + os.sep.encode() + stamp + os.sep.encode()
-        uniform = _uniform_of_write(self.uniform, inside, stamp, index, self.file_set)
+        uniform = _uniform_of_write(self.uniform, inside, stamp, index)
         # uniform/time first, as v1912: its folder's mkDir finds no <time> and makes both
         files = [(path, ((text,),)) for path, text in uniform[:1]]
         for name, (before, after) in self.heads.items():
@@ -486,14 +532,6 @@ def purge(root: Path, kept: list[str], keep: int) -> WriteCount:
     return count
 
 
-def _cells_of(name: str, data: np.ndarray, file_set: str) -> int:
-    """A rank's cells from one of its fields' values (phi: document_001's 3 per cell only)."""
-    components, per_cell = FIELDS[name][2:]
-    if name == "phi" and file_set == "v1912":
-        raise ValueError("phi's values are the internal faces: give the cells")
-    return np.size(data) // components // per_cell
-
-
 def field_parts(
     name: str,
     data: np.ndarray,
@@ -511,7 +549,7 @@ def field_parts(
     it in v1912 (no header, no closing line).
     """
     if cells is None:
-        cells = _cells_of(name, data, file_set)
+        cells = cells_of(name, np.size(data), file_set)
     prepared = RankFields({name: data}, fmt, file_set, rank, ranks, cells)
     return [part for part, _ in prepared.pieces(name, time.encode(), headless)]
 
@@ -528,6 +566,6 @@ def collated_block(
 ) -> bytes:
     """A rank's block of a collated field file: its file (v1912: headless unless the master)."""
     if cells is None:
-        cells = _cells_of(name, data, file_set)
+        cells = cells_of(name, np.size(data), file_set)
     prepared = RankFields({name: data}, fmt, file_set, rank, ranks, cells)
     return prepared.block(name, time.encode())
