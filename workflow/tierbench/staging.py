@@ -35,6 +35,7 @@ import pandas as pd
 
 from . import intervals
 from .intervals import Interval, Sample
+from .units import format_value
 from .verdicts import matches
 
 PAYS, NEVER_PAYS, UNDECIDED = "pays", "never_pays", "undecided"
@@ -72,25 +73,19 @@ def _steps(medians: np.ndarray) -> np.ndarray:
         return np.where(gain > 0, medians[:, 0] / np.where(gain > 0, gain, 1.0), np.inf)
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return f"{text}{unit}"
-
-
 def _shown(interval: Interval, unit: str) -> str:
+    estimate = format_value(interval.estimate, unit)
     if interval.low is None and interval.high is None:
-        return f"{_fmt(interval.estimate, unit)} (no interval: {interval.reason})"
-    high = "no upper end" if interval.high is None else _fmt(interval.high, unit)
-    return f"{_fmt(interval.estimate, unit)} [{_fmt(interval.low, unit)}, {high}]"
+        return f"{estimate} (no interval: {interval.reason})"
+    high = "no upper end" if interval.high is None else format_value(interval.high, unit)
+    return f"{estimate} [{format_value(interval.low, unit)}, {high}]"
 
 
 def break_even(stage: Sample, shared: Sample, local: Sample, **options) -> BreakEven:
     """Does staging pay? ``stage``: copy times; ``shared``/``local``: time per step there."""
     gain = intervals.of_medians([shared, local], _gain, **options)
     steps = intervals.of_medians([stage, shared, local], _steps, **options)
-    shown = _shown(gain, " s")
+    shown = _shown(gain, "s")
     if gain.estimate is None:
         return BreakEven(UNDECIDED, gain, steps, f"undecided: {gain.reason}")
     if gain.low is None or gain.high is None:
@@ -102,7 +97,7 @@ def break_even(stage: Sample, shared: Sample, local: Sample, **options) -> Break
             PAYS,
             gain,
             steps,
-            f"staging pays after {_shown(steps, ' steps')}: the tier gains {shown} per step",
+            f"staging pays after {_shown(steps, 'steps')}: the tier gains {shown} per step",
         )
     if gain.high <= 0:
         return BreakEven(

@@ -17,7 +17,7 @@ import pandas as pd
 import seaborn as sns
 
 from .. import plotting, schemas
-from ..units import format_size
+from ..units import format_size, format_value, multiple
 from ..workloads.cfd import foam
 
 DOCUMENT = "001"
@@ -76,21 +76,16 @@ def ensemble_label(e: int) -> str:
     return "single run" if e == 1 else f"ensemble of {e} (average)"
 
 
-def sig3(value: float) -> str:
-    """Three significant digits without an exponent (1,110 rather than 1.11e+03)."""
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-
-
 def fmt_bw(value, low=None, high=None) -> str:
     """MB/s or GB/s, with the range in brackets in the same unit when given."""
     if not np.isfinite(value):
         return "n/a"
-    scale, unit = (1000, "GB/s") if value >= 1000 else (1, "MB/s")
-    text = f"{value / scale:.3g} {unit}"
+    text = format_value(value, "MB/s", scaled=True)
     if low is None and high is None:
         return text
-    low = sig3(low / scale) if low is not None and np.isfinite(low) else "?"
-    high = sig3(high / scale) if high is not None and np.isfinite(high) else "inf"
+    size, _ = multiple(value, "MB/s")
+    low = format_value(low / size) if low is not None and np.isfinite(low) else "?"
+    high = format_value(high / size) if high is not None and np.isfinite(high) else "inf"
     return f"{text} ({low}-{high})"
 
 
