@@ -20,7 +20,6 @@ from .. import plotting, schemas
 from ..units import format_size, format_value, multiple
 from ..workloads.cfd import foam
 
-DOCUMENT = "001"
 #: parameters the figures group by; a table without the column gets the workload's schema default
 STRUCTURAL = [
     "ensemble", "file_handler", "write_format", "purge_write", "fsync", "compute_per_cell_step",
@@ -37,18 +36,21 @@ def make(
     reference_csvs=None,
     study: str | None = None,
     workloads: list[str] | None = None,
+    document: str | None = None,
 ) -> list[Path]:
     """cfd_time_per_step, cfd_single_vs_ensemble_ranks*, cfd_bandwidth, cfd_file_handler.
 
     Also writes cfd_single_vs_ensemble.csv and cfd_bandwidth.csv (the tables behind them).
-    ``reference_csvs``: a folder, file or list of the published CSVs; without document 001's
-    rows the single-vs-ensemble figure shows this run's table only and says so.
+    ``reference_csvs``: a folder, file or list of the published CSVs; ``document``: the one
+    the study re-runs (document 001 for cfd_dcpmm), whose rows are drawn; without them the
+    single-vs-ensemble figure shows this run's table only and says so.
     ``workloads``: the cfd family's workloads (default: the registry's).
     """
     plotting.setup()
     summary = plotting.table(summary, study)
     c = context(summary, out_dir, workloads or plotting.family_workloads("cfd"))
-    published = plotting.load_reference(reference_csvs, DOCUMENT)
+    c["document"] = document
+    published = plotting.load_reference(reference_csvs, document)
     if len(c["ok"]):
         time_per_step(c)
         single_vs_ensemble(c, published)
@@ -427,7 +429,7 @@ def single_vs_ensemble(c: dict, published: pd.DataFrame) -> None:
             " The lower table is the published one, on 192 ranks with ~40 MB per rank per write "
             "(fsdax = DCPMM in App Direct mode, Lustre = the shared file system)."
             if has_reference
-            else " No published rows of document 001 were given, so only this run's table is shown."
+            else f" {plotting.no_published(c['document'])}, so only this run's table is shown."
         )
         caption = (
             "Document 001's table re-run: time per step (s, median of "
