@@ -15,8 +15,14 @@ import pytest
 from tierbench import aggregate, verdicts
 from tierbench.figures import cfd, fe, fio, paper, pv, sequential
 from tierbench.records import LEADING_COLUMNS, TRAILING_COLUMNS
+from tierbench.schemas import load_yaml
 
 REFERENCE = Path(__file__).resolve().parents[1] / "config" / "reference"
+
+
+def document_of(study: str) -> str:
+    """The document a study re-runs, as the figures rule hands it on: its file's."""
+    return str(load_yaml(REFERENCE.parent / "studies" / f"{study}.yaml")["document"])
 
 
 @pytest.fixture(autouse=True)
@@ -302,15 +308,22 @@ def pv_study() -> Study:
 def test_pv_with_and_without_the_published_rows(tmp_path):
     results, summary = pv_study().tables()
     out = tmp_path / "with"
+    document = document_of("ramdisk_macos")
     entries = assert_figures(
         out,
-        pv.make(results, summary, str(out), reference_csvs=REFERENCE),
+        pv.make(results, summary, str(out), reference_csvs=REFERENCE, document=document),
         {"pv_sinks", "pv_vs_document"},
     )
     assert "Cross-check" in entries["pv_sinks"]["caption"]
     out = tmp_path / "without"
-    entries = assert_figures(out, pv.make(results, summary, str(out)), {"pv_sinks"})
+    made = pv.make(results, summary, str(out), document=document)
+    entries = assert_figures(out, made, {"pv_sinks"})
     assert "No published rows of document 002" in entries["pv_sinks"]["caption"]
+    # a study that re-runs no document draws none, whatever the reference CSVs hold
+    out = tmp_path / "no_document"
+    made = pv.make(results, summary, str(out), reference_csvs=REFERENCE)
+    entries = assert_figures(out, made, {"pv_sinks"})
+    assert "The study re-runs no document" in entries["pv_sinks"]["caption"]
 
 
 GA = {"population": 4, "generations": 2, "elite": 1, "seed": 1, "elements": 3, "increments": 10}
@@ -343,10 +356,12 @@ def fe_study(workloads=("fe_proxy",), proxy=PROXY, warmup=True) -> Study:
 
 
 def fe_captions(tmp_path, study: Study, workloads=None) -> dict[str, str]:
+    """The fe figures' captions without document 000's published rows."""
     _, summary = study.tables()
     out = tmp_path / "fe"
     names = {"fe_wall_time", "fe_speedup_vs_fio", "fe_time_split"}
-    entries = assert_figures(out, fe.make(summary, str(out), workloads=workloads), names)
+    made = fe.make(summary, str(out), workloads=workloads, document="000")
+    entries = assert_figures(out, made, names)
     return {name: entry["caption"] for name, entry in entries.items()}
 
 
@@ -354,9 +369,12 @@ def test_fe(tmp_path):
     _, summary = fe_study().tables()
     names = {"fe_wall_time", "fe_speedup_vs_fio", "fe_time_split"}
     out = tmp_path / "with"
-    entries = assert_figures(out, fe.make(summary, str(out), reference_csvs=REFERENCE), names)
+    made = fe.make(summary, str(out), reference_csvs=REFERENCE, document=document_of("fe_tmpfs"))
+    entries = assert_figures(out, made, names)
     speedup = entries["fe_speedup_vs_fio"]["caption"]
     assert "Left: document 000's published tables" in speedup
+    # the core count whose published wall times hold every tier of the fio table
+    assert "wall time at 30 cores (HDD 1,676 s, SSD 209 s, tmpfs 191 s)" in speedup
     assert "shm vs disk: fio's worst case 250x faster, the optimisation 2.00x (1 core)" in speedup
     assert "fe_proxy:" not in speedup  # one workload: captions as before, unprefixed
     assert "CalculiX 2.20's file set" in speedup and "every 2 increments" in speedup
@@ -492,9 +510,8 @@ CFD_FIGURES = {
 def test_cfd(tmp_path):
     _, summary = cfd_study().tables()
     out = tmp_path / "with"
-    entries = assert_figures(
-        out, cfd.make(summary, str(out), reference_csvs=REFERENCE), CFD_FIGURES
-    )
+    made = cfd.make(summary, str(out), reference_csvs=REFERENCE, document=document_of("cfd_dcpmm"))
+    entries = assert_figures(out, made, CFD_FIGURES)
     assert "The lower table is the published one" in str(entries)
     assert (out / "cfd_bandwidth.csv").is_file() and (out / "cfd_single_vs_ensemble.csv").is_file()
     table = pd.read_csv(out / "cfd_single_vs_ensemble.csv")
@@ -504,9 +521,8 @@ def test_cfd(tmp_path):
 def test_cfd_plots_every_workload_of_its_family_and_goes_without_published_rows(tmp_path):
     _, summary = cfd_study(("cfd_proxy", "openfoam")).tables()
     out = tmp_path / "cfd"
-    entries = assert_figures(
-        out, cfd.make(summary, str(out), workloads=["cfd_proxy", "openfoam"]), CFD_FIGURES
-    )
+    made = cfd.make(summary, str(out), workloads=["cfd_proxy", "openfoam"], document="001")
+    entries = assert_figures(out, made, CFD_FIGURES)
     assert "No published rows of document 001" in str(entries)
     bandwidth = pd.read_csv(out / "cfd_bandwidth.csv")
     assert set(bandwidth["series"]) == {

@@ -4,6 +4,7 @@ declared lessons give every synthetic study the verdicts recorded for it."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -60,16 +61,25 @@ def made_up_tables(shm: float, disk: float):
 
 
 def test_a_paper_is_added_by_its_study_file_and_reference_csv_alone(pipeline, tmp_path):
-    """The pipeline finds the new study, plans its verdict and hands it its lessons; the
-    verdict reproduces the lesson from one table and refutes it from another."""
+    """Only the two files docs/development.md names: the pipeline finds the new study,
+    plans its runs, verdict, figures and place on the paper page, and hands its lessons and
+    its document to the jobs; the verdict reproduces the lesson from one table and refutes
+    it from another."""
     (pipeline.root / "config/studies/made_up.yaml").write_text(MADE_UP_STUDY)
     (pipeline.root / "config/reference/999_made_up.csv").write_text(MADE_UP_REFERENCE)
     assert "made_up" in matrix.paper_studies(pipeline.root / "config/studies")
-    planned = pipeline("-n", "paper", "--config", "scale=smoke").stdout
-    assert f"results/{MACHINE}/made_up/verdict.json" in planned
-    assert f"results/{MACHINE}/made_up/raw/dd/dd_zero/" in planned
-    lessons = f"results/{MACHINE}/made_up/lessons.json"
+    planned = pipeline("-n", "-p", "paper", "--config", "scale=smoke").stdout
+    out = f"results/{MACHINE}/made_up"
+    for path in ("verdict.json", "raw/dd/dd_zero/", "figures/paper", "figures/sequential"):
+        assert f"{out}/{path}" in planned, path
+    # the paper page takes it beside the others; its figures draw document 999's rows
+    (studies,) = re.findall(r"tierbench\.report .*--studies ([\w ]+?) --titles", planned)
+    assert "made_up" in studies.split()
+    figures = [line for line in planned.splitlines() if f"{out}/figures/sequential" in line]
+    assert any("-r document 999" in line for line in figures)
+    lessons = f"{out}/lessons.json"
     pipeline("-c1", lessons, "--config", "scale=smoke")
+    assert json.loads((pipeline.root / lessons).read_text())["document"] == "999"
     found = {}
     for name, (shm, disk) in {"reproduces": (3000, 500), "does not": (600, 500)}.items():
         results, summary = made_up_tables(shm, disk)

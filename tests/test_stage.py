@@ -371,6 +371,24 @@ def synthetic_study() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.parametrize(
+    ("block", "named"),
+    [
+        ({"copy_table": "c", "steps_table": "s", "node": 20}, "node"),
+        ({"copy_table": "c", "steps_table": "s"}, "nodes"),
+        ({"copy_table": "c", "steps_table": "s", "nodes": 0}, "nodes"),
+    ],
+)
+def test_a_study_files_staging_block_is_checked_by_the_schema(tmp_path, block, named):
+    """The document's staging tables are the study file's, so a misspelt key stops the run."""
+    study = matrix.load_yaml(REPO / "config/studies/cfd_dcpmm.yaml") | {"staging": block}
+    path = tmp_path / "cfd_dcpmm.yaml"
+    path.write_text(yaml.safe_dump(study))
+    with pytest.raises(ConfigError) as error:
+        matrix.load_study(path, CONFIG)
+    assert "staging" in str(error.value) and named in str(error.value)
+
+
 def test_the_report_shows_staging_beside_the_documents_numbers(tmp_path):
     frame = synthetic_study()
     study_dir = tmp_path / "m" / "cfd"
@@ -384,7 +402,13 @@ def test_the_report_shows_staging_beside_the_documents_numbers(tmp_path):
         }
     }
     (study_dir / "plan.json").write_text(json.dumps(plan))
-    (found,) = staging.tables(pd.read_csv(study_dir / "summary.csv"), frame, plan)
+    # the document and its staging tables come from the study file, as the lessons rule writes
+    study_file = matrix.load_yaml(REPO / "config/studies/cfd_dcpmm.yaml")
+    paper = {key: study_file[key] for key in ("document", "staging")}
+    (study_dir / "lessons.json").write_text(json.dumps(paper))
+    summary = pd.read_csv(study_dir / "summary.csv")
+    assert staging.tables(summary, frame, plan)[0]["published"] == []  # no document, none
+    (found,) = staging.tables(summary, frame, plan, paper=paper)
     assert found["status"] == staging.PAYS and found["source"] == "shared"
     assert found["gain"]["estimate"] == pytest.approx(0.2)
     assert found["steps"]["estimate"] == pytest.approx(2.0 / 0.2)
@@ -392,11 +416,12 @@ def test_the_report_shows_staging_beside_the_documents_numbers(tmp_path):
         "fsdax0": pytest.approx(208.461), "fsdax1": pytest.approx(92.576)
     }  # fmt: skip
     assert found["published"][0]["gain"] == pytest.approx(29.77 - 2.23)
+    assert {d["nodes"] for d in found["published"]} == {20}
 
     html = report.render(tmp_path / "m", ["cfd"], {"cfd": "CFD"})
     section = html[html.index("Staging: what copying the case") :]
     assert 'data-staging="staging/local/single"' in section
-    for text in ("208", "92.6", "27.5", "break-even", "pays after", "warm"):
+    for text in ("208", "92.6", "27.5", "break-even", "pays after", "warm", "document 001, fsdax0"):
         assert text in section, text
 
 

@@ -259,6 +259,16 @@ def paper_of(study):
     }
 
 
+def document_parameter(study):
+    """papermill's parameter for the document a study re-runs, whose published rows the
+    figures draw beside ours: raw (-r), so "001" stays text; None for a study without one.
+    """
+    document = STUDIES[study].get("document")
+    if not document:
+        return "-p document None"
+    return f"-r document {shlex.quote(str(document))}"
+
+
 def verdict_of(wildcards):
     """A paper study's verdict.json; other studies have none."""
     if STUDIES[wildcards.study].get("document"):

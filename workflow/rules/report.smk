@@ -58,11 +58,12 @@ rule figures:
         "../../envs/python.yaml"
     params:
         reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
+        document=lambda wildcards: document_parameter(wildcards.study),
     shell:
         "papermill {input.notebook:q} {output.notebook} -k python3 --log-output"
         " -p results_csv {input.results} -p summary_csv {input.summary}"
         " -p out_dir {output.figures} -p study {wildcards.study}"
-        " -p reference_csvs {params.reference_dir:q} > {log} 2>&1"
+        " -p reference_csvs {params.reference_dir:q} {params.document} > {log} 2>&1"
 
 
 rule report:

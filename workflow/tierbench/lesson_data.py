@@ -13,6 +13,7 @@ import pandas as pd
 from . import intervals, pagecache, workloads
 from .intervals import Interval
 from .tiers import DEVICE_CLASSES, LOCAL_DEVICE, NETWORK, RAM, classes_of
+from .units import format_value
 
 #: the roles a lesson picks its tiers by; any other name is a tier class (fuse)
 ROLES = {
@@ -96,21 +97,12 @@ def matches(column: pd.Series, wanted) -> pd.Series:
     return pd.to_numeric(column, errors="coerce") == target
 
 
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}" if abs(value) >= 0.1 or value == 0 else f"{value:.2g}"
-
-
 def show(interval: Interval) -> str:
     """``1.03x [0.97, 1.10]``; the interval's reason when there is none."""
-    estimate = f"{_fmt(interval.estimate)}x"
+    estimate = f"{format_value(interval.estimate, ratio=True)}x"
     if interval.known:
-        return f"{estimate} [{_fmt(interval.low)}, {_fmt(interval.high)}]"
+        low, high = (format_value(end, ratio=True) for end in (interval.low, interval.high))
+        return f"{estimate} [{low}, {high}]"
     return f"{estimate} [no interval: needs {interval.reason.removeprefix('needs ')}]"
 
 

@@ -48,12 +48,12 @@ def paper_studies(folder: Path = STUDIES_DIR) -> tuple[str, ...]:
 PAPER_STUDIES = paper_studies()
 #: Keys a study file may set; everything else in a config is global.
 STUDY_KEYS = (
-    "study", "title", "document", "lessons", "published_figure", "experiments", "repetitions",
-    "warmup",
+    "study", "title", "document", "lessons", "published_figure", "staging", "experiments",
+    "repetitions", "warmup",
 )  # fmt: skip
 #: what says which document a study re-runs and how it is judged: a study file's own, never
 #: the running config's (a study without them is no paper study, whatever config runs it)
-DOCUMENT_KEYS = ("document", "lessons", "published_figure")
+DOCUMENT_KEYS = ("document", "lessons", "published_figure", "staging")
 
 
 @dataclass(frozen=True)

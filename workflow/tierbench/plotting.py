@@ -70,13 +70,14 @@ def reference_files(reference_csvs) -> list[Path]:
     return files
 
 
-def load_reference(reference_csvs, document: str | None = None) -> pd.DataFrame:
-    """Published rows (``reference.load``'s columns), of one document if given; empty without any.
+def load_reference(reference_csvs, document: str | None) -> pd.DataFrame:
+    """Published rows (``reference.load``'s columns) of ``document``, the one the study
+    re-runs (its file's ``document:``); empty without one or without any CSV.
 
     ``reference.load`` reads a folder, so the named files are linked into a scratch one:
     the columns and units are checked in one place.
     """
-    files = reference_files(reference_csvs)
+    files = reference_files(reference_csvs) if document else []
     if not files:
         rows = pd.DataFrame(columns=[*reference.COLUMNS, "canonical_unit", "canonical_value"])
     else:
@@ -84,9 +85,15 @@ def load_reference(reference_csvs, document: str | None = None) -> pd.DataFrame:
             for i, path in enumerate(files):
                 (Path(scratch) / f"{i:04d}_{path.name}").symlink_to(path.resolve())
             rows = reference.load(scratch)
-    if document is not None:
-        rows = rows[rows["document"].astype(str) == str(document)]
+    rows = rows[rows["document"].astype(str) == str(document)]
     return rows.copy()
+
+
+def no_published(document: str | None) -> str:
+    """Why a figure draws no published rows beside this run's."""
+    if document:
+        return f"No published rows of document {document} were given"
+    return "The study re-runs no document"
 
 
 def legend_outside(ax, handles=None, labels=None, **style) -> None:

@@ -215,6 +215,8 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
     verdicts = read_json(study_dir / "verdict.json", {"verdicts": []})["verdicts"]
     preflight = read_json(study_dir / "preflight.json", {})
     plan = read_json(study_dir / "plan.json", {"points": {}})
+    # the document the study re-runs and how it is judged (the study file's, tierbench.verdicts)
+    paper = read_json(study_dir / "lessons.json", {})
     descriptions = {p["experiment"]: p.get("description", "") for p in plan["points"].values()}
     traced = {p["experiment"] for p in plan["points"].values() if p.get("count_syscalls")}
     return {
@@ -225,8 +227,9 @@ def study_context(results_dir: Path, study: str, workloads: dict | None = None) 
         "profiles": profile.profiles(summary),
         # the same job on tiers it did not run on (tierbench.predict)
         "predictions": read_json(study_dir / "prediction.json", {"jobs": [], "rows": []}),
-        # document 001's cost of moving data: only where stage points were measured
-        "staging": staging.tables(summary, results, plan),
+        # the cost of moving data, beside the document's: only where stage points were measured
+        "staging": staging.tables(summary, results, plan, paper=paper),
+        "document": paper.get("document"),
         "more_repetitions": read_json(study_dir / "repetitions.json", {"lessons": []}),
         "cache_points": cache_points(summary),
         "verdicts": verdicts,

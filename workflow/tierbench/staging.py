@@ -4,7 +4,8 @@ Document 001 staged its case from Lustre to every node's DCPMM (208 s to
 fsdax0, 93 s to fsdax1, on 20 nodes) and then gained at every step that
 wrote: at write interval 1 on 20 nodes a step took 29.77 s on Lustre and
 2.23 s on fsdax. Staging pays once the steps run on the local tier have
-gained back the copy.
+gained back the copy. Which reference tables hold those numbers, and on how many
+nodes, the study file's ``staging:`` says: no document's tables are named here.
 
 For each point of the ``stage`` workload this module sets its copy time
 beside that gain measured in the same study: the shared tier's (the stage
@@ -35,14 +36,11 @@ import pandas as pd
 
 from . import intervals
 from .intervals import Interval, Sample
+from .tiers import NETWORK_CLASSES
+from .units import format_value
 from .verdicts import matches
 
 PAYS, NEVER_PAYS, UNDECIDED = "pays", "never_pays", "undecided"
-#: the document's staging: its table, the nodes it copied to and its tier per time per step
-DOCUMENT = "001"
-COPY_TABLE = "copy_case_to_pmem"
-STEPS_TABLE = "achieved_io_20_nodes"
-DOCUMENT_NODES = 20
 #: what the step points must share with the stage point, beside the case's workload
 SHAPE = ("ranks", "cells_per_rank")
 
@@ -72,25 +70,19 @@ def _steps(medians: np.ndarray) -> np.ndarray:
         return np.where(gain > 0, medians[:, 0] / np.where(gain > 0, gain, 1.0), np.inf)
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return f"{text}{unit}"
-
-
 def _shown(interval: Interval, unit: str) -> str:
+    estimate = format_value(interval.estimate, unit)
     if interval.low is None and interval.high is None:
-        return f"{_fmt(interval.estimate, unit)} (no interval: {interval.reason})"
-    high = "no upper end" if interval.high is None else _fmt(interval.high, unit)
-    return f"{_fmt(interval.estimate, unit)} [{_fmt(interval.low, unit)}, {high}]"
+        return f"{estimate} (no interval: {interval.reason})"
+    high = "no upper end" if interval.high is None else format_value(interval.high, unit)
+    return f"{estimate} [{format_value(interval.low, unit)}, {high}]"
 
 
 def break_even(stage: Sample, shared: Sample, local: Sample, **options) -> BreakEven:
     """Does staging pay? ``stage``: copy times; ``shared``/``local``: time per step there."""
     gain = intervals.of_medians([shared, local], _gain, **options)
     steps = intervals.of_medians([stage, shared, local], _steps, **options)
-    shown = _shown(gain, " s")
+    shown = _shown(gain, "s")
     if gain.estimate is None:
         return BreakEven(UNDECIDED, gain, steps, f"undecided: {gain.reason}")
     if gain.low is None or gain.high is None:
@@ -102,7 +94,7 @@ def break_even(stage: Sample, shared: Sample, local: Sample, **options) -> Break
             PAYS,
             gain,
             steps,
-            f"staging pays after {_shown(steps, ' steps')}: the tier gains {shown} per step",
+            f"staging pays after {_shown(steps, 'steps')}: the tier gains {shown} per step",
         )
     if gain.high <= 0:
         return BreakEven(
@@ -148,30 +140,33 @@ def _tier_row(rows: pd.DataFrame, tier: str | None) -> pd.Series | None:
     return found.iloc[0] if len(found) == 1 else None
 
 
-def published(ref: pd.DataFrame | None) -> list[dict]:
-    """The document's staging per namespace, with the break-even its own numbers give."""
-    if ref is None or ref.empty:
+def published(ref: pd.DataFrame | None, paper: dict | None) -> list[dict]:
+    """The document's staging per tier, with the break-even its own numbers give: the
+    reference tables and nodes its study file's ``staging:`` names (``paper``: the study's
+    lessons.json). Its shared tier is the network one of the steps table; each copy's
+    local tier, the one of the copy's class."""
+    declared = (paper or {}).get("staging")
+    if ref is None or ref.empty or not declared:
         return []
-    ref = ref[ref["document"].astype(str) == DOCUMENT]
-    copies = ref[ref["table"] == COPY_TABLE]
-    steps = ref[(ref["table"] == STEPS_TABLE) & (ref["metric"] == "time_per_step")]
+    ref = ref[ref["document"].astype(str) == str(paper["document"])]
+    copies = ref[ref["table"] == declared["copy_table"]]
+    steps = ref[(ref["table"] == declared["steps_table"]) & (ref["metric"] == "time_per_step")]
     steps = steps[steps["write_interval"].astype(str) == "1"]
-    per_tier = dict(zip(steps["tier_class"].astype(str), steps["canonical_value"], strict=True))
-    gain = None
-    if "lustre" in per_tier and "pmem-fsdax" in per_tier:
-        gain = float(per_tier["lustre"] - per_tier["pmem-fsdax"])
+    per_class = dict(zip(steps["tier_class"].astype(str), steps["canonical_value"], strict=True))
+    shared = next((v for c, v in per_class.items() if c in NETWORK_CLASSES), np.nan)
     found = []
     for row in copies.itertuples():
-        time = float(row.canonical_value)
+        time, local = float(row.canonical_value), per_class.get(str(row.tier_class), np.nan)
+        gain = None if np.isnan(shared - local) else float(shared - local)
         found.append(
             {
                 "tier": row.tier,
-                "nodes": DOCUMENT_NODES,
+                "nodes": declared["nodes"],
                 "stage_time": time,
                 "gain": gain,
                 "steps": time / gain if gain else None,
-                "shared": float(per_tier.get("lustre", np.nan)),
-                "local": float(per_tier.get("pmem-fsdax", np.nan)),
+                "shared": float(shared),
+                "local": float(local),
             }
         )
     return found
@@ -186,12 +181,14 @@ def tables(
     results: pd.DataFrame | None,
     plan: dict | None,
     ref: pd.DataFrame | None = None,
+    paper: dict | None = None,
 ) -> list[dict]:
     """One table per measured stage point: its copy time, the gain per step and break-even.
 
     ``plan`` (the study's plan.json) names each stage point's source tier and
     which experiments were traced; ``ref`` the published numbers (read from
-    config/reference when None).
+    config/reference when None); ``paper`` (the study's lessons.json) the document
+    and its staging tables, whose numbers each table shows beside this run's.
     """
     from .verdicts import POINT_METRIC, Runs
 
@@ -206,7 +203,7 @@ def tables(
     plan = plan or {"points": {}}
     traced = {p["experiment"] for p in plan["points"].values() if p.get("count_syscalls")}
     runs = Runs(results)
-    document = published(ref)
+    document = published(ref, paper)
     found = []
     for _, row in stages.sort_values(["experiment", "tier", "point"]).iterrows():
         key = "/".join(str(row[c]) for c in ("workload", "experiment", "tier", "point"))

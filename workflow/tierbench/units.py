@@ -1,4 +1,5 @@
-"""Byte sizes and durations as people write them in configs (``64MiB``, ``4k``, ``2h``)."""
+"""Byte sizes and durations as people write them in configs (``64MiB``, ``4k``, ``2h``), and
+measured values as the verdicts, tables and captions show them."""
 
 from __future__ import annotations
 
@@ -41,6 +42,55 @@ def format_size(n_bytes: float) -> str:
             return f"{text} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+#: the multiples a value of these units may be shown in, largest first: a value takes the
+#: first it reaches, else the last (0.9996 ms rounds to 1 ms first, so never 1e+03 us)
+MULTIPLES = {
+    "B": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")),
+    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")),
+    "MB/s": ((1e3, "GB/s"), (1.0, "MB/s")),
+}
+
+
+def multiple(value: float, unit: str) -> tuple[float, str]:
+    """(size, name) of the multiple of ``unit`` that ``value`` is shown in; (1, unit) for a
+    unit without multiples."""
+    steps = MULTIPLES.get(unit, ((1.0, unit),))
+    rounded = abs(float(f"{value:.3g}"))
+    return next((step for step in steps if rounded >= step[0]), steps[-1])
+
+
+def format_value(
+    value: float | None, unit: str = "", *, scaled: bool = False, ratio: bool = False
+) -> str:
+    """One way to write a measured value: ``n/a`` when there is none (or it is not finite),
+    else three significant digits without an exponent (``0.0123``, ``12.3``, ``12,300``) and
+    the unit after a space.
+
+    ``scaled``: in the unit's readable multiple (``1.5 MB``, ``12 ms``; bytes whole).
+    ``ratio``: two decimals however near 1, so 1.00 and 1.03 read apart (``0.97``, ``12.3``,
+    ``1,234``; below 0.1 two significant digits).
+    """
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if ratio:
+        text = _ratio_text(value)
+    else:
+        value = float(f"{value:.3g}")
+        if scaled:
+            size, unit = multiple(value, unit)
+            value = round(value, 0) if unit == "B" else value / size
+        text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{text} {unit}" if unit else text
+
+
+def _ratio_text(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if abs(value) >= 0.1 or value == 0 else f"{value:.2g}"
 
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(min|m|h|d|s)?\s*$", re.IGNORECASE)

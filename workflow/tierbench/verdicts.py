@@ -31,7 +31,6 @@ from .intervals import ACROSS, INSIDE, OUTSIDE, Band, Interval
 from .lesson_data import (
     POINT_METRIC,
     Runs,
-    _fmt,
     _in_memory,
     _on_device,
     _value,
@@ -42,6 +41,7 @@ from .lesson_data import (
     show,
 )
 from .schemas import load, load_yaml
+from .units import format_value
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not_reproduced", "inconclusive"
 WITHIN_NOISE = "within_noise"
@@ -250,9 +250,10 @@ class Lesson:
             ratios = [self.study.runs.ratio(*half, relative_to=same_baseline)[0] for half in halves]
             parts = [comparison(*each) for each in zip(spec["labels"], sides, ratios, strict=True)]
             fields |= {"upper": show(ratios[0]), "lower": show(ratios[1])}
-            fields |= {"published_upper": _fmt(sides[0]), "published_lower": _fmt(sides[1])}
+            upper, lower = (format_value(side, ratio=True) for side in sides)
+            fields |= {"published_upper": upper, "published_lower": lower}
         label = spec["label"].format(**fields)
-        fields |= {"ours": show(interval), "published": _fmt(value)}
+        fields |= {"ours": show(interval), "published": format_value(value, ratio=True)}
         text = spec["text"].format(**fields)
         if relative_to:
             text += f"; {relative_to[used]}" if used else f"; {AS_MEASURED}"

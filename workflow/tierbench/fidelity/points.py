@@ -32,8 +32,6 @@ BAND_TEXT = f"{BAND.low}-{BAND.high}"
 DECISIONS = {intervals.INSIDE: "agrees", intervals.OUTSIDE: DIFFERS, intervals.ACROSS: WITHIN_NOISE}
 #: files or folders per writer and write differing by less than this are the same count
 COUNT_TOLERANCE = 0.5
-#: the multiples a table shows bytes and seconds in, largest first
-MULTIPLES = {"B": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")), "s": ((1.0, "s"), (1e-3, "ms"))}
 
 
 @cache

@@ -5,7 +5,6 @@ decided on the interval of their ratio; and the proxy's verdict from its rows.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,13 +13,13 @@ from .. import intervals
 from ..intervals import Interval, Sample
 from ..syscalls import CATEGORIES, CATEGORY_LABELS, METRIC_PREFIX
 from ..tiers import DEVICE_CLASSES, RAM_CLASSES
+from ..units import format_value
 from ..workloads import Pair
 from .points import (
     BAND_TEXT,
     COUNT_TOLERANCE,
     DIFFERS,
     FAITHFUL,
-    MULTIPLES,
     WITHIN_NOISE,
     Match,
     Point,
@@ -39,21 +38,6 @@ from .points import (
 )
 
 # ------------------------------------------------------------------ the table
-
-
-def _fmt(value: float | None, unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    value = float(f"{value:.3g}")  # 0.9996 ms is shown as 1 ms, not 1e+03 us
-    for size, name in MULTIPLES.get(unit, ()):
-        if abs(value) >= size:
-            return f"{value / size:.3g} {name}"
-    if unit == "B":
-        return f"{value:.0f} B"
-    if unit == "s":
-        return f"{value * 1e6:.3g} us"
-    text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return f"{text} {unit}".strip()
 
 
 def _interval_text(interval: Interval | None) -> str:
@@ -133,8 +117,8 @@ class Report:
             "explains": explains,
             "unknown": unknown,
             "text": {
-                "proxy": _fmt(proxy, unit),
-                "real": _fmt(real, unit),
+                "proxy": format_value(proxy, unit, scaled=True),
+                "real": format_value(real, unit, scaled=True),
                 "ratio": "n/a" if ratio is None else f"{ratio:.3f}",
                 "interval": _interval_text(interval),
             },
@@ -177,9 +161,13 @@ def output_rows(report: Report, m: Match) -> None:
         same = abs(p / wp - r / wr) < COUNT_TOLERANCE
         if not same:
             per = f"per rank per {unit}" if pair.unit == "write" else f"per {unit}"
-            proxy_writes = f"{pair.proxy} writes {_fmt(p / wp)} {what} {per}"
-            report.differs.append(f"{proxy_writes}, {pair.real} {_fmt(r / wr)} {where}")
-        note = f"per writer: {_fmt(p / wp)} vs {_fmt(r / wr)}" if max(wp, wr) > 1 else ""
+            proxy_writes = f"{pair.proxy} writes {format_value(p / wp)} {what} {per}"
+            report.differs.append(f"{proxy_writes}, {pair.real} {format_value(r / wr)} {where}")
+        note = (
+            f"per writer: {format_value(p / wp)} vs {format_value(r / wr)}"
+            if max(wp, wr) > 1
+            else ""
+        )
         decision = "match" if same else DIFFERS
         report.add("output", f"{what} per {unit}", m, p, r, decision=decision, note=note)
     bytes_rows(report, m)
@@ -254,8 +242,9 @@ def compute_target(m: Match, pair: Pair, proxy: float, real: float) -> str:
     if found is None or found.median <= 0 or real <= 0:
         return ""
     target = found.median
+    shown = [format_value(seconds, "s", scaled=True) for seconds in (target, real)]
     return (
-        f"{pair.proxy}'s target {_fmt(target, 's')}, {pair.real}'s runs here {_fmt(real, 's')}: "
+        f"{pair.proxy}'s target {shown[0]}, {pair.real}'s runs here {shown[1]}: "
         f"target / real {target / real:.2g}, and the proxy took {proxy / target:.2g} of its target"
     )
 
@@ -361,8 +350,7 @@ def share_of_a_step(m: Match, pair: Pair, real_cost: float) -> str:
     if step is None or step.median <= 0:
         return ""
     share = 100 * real_cost / step.median
-    share_text = f"{share:.3g}" if share < 1000 else f"{share:,.0f}"  # not 1.2e+03
-    return f"a write costs {pair.real} {share_text} % of its step without writes"
+    return f"a write costs {pair.real} {format_value(share, '%')} of its step without writes"
 
 
 #: the standard error of a run's cost, relative to the cost, that decides a 10 % band
@@ -377,7 +365,9 @@ def run_error(real: Sample, pair: Pair) -> str:
     if real.errors is None:
         return ""
     error, cost = float(np.median(real.errors)), real.median
-    found = f"standard error of one run of {pair.real}'s cost {_fmt(error, 's')}"
+    found = (
+        f"standard error of one run of {pair.real}'s cost {format_value(error, 's', scaled=True)}"
+    )
     more = (error / (DECIDING_ERROR * cost)) ** 2 if cost and cost > 0 else 0.0
     if more > 1:
         found += f"; {more:,.0f}x the {pair.unit}s a run would bring it to 5 %"
@@ -395,10 +385,10 @@ def kernel_part(m: Match, pair: Pair, totals: tuple[float, float]) -> str:
     kernel = [p.median(pair.cost_kernel_metric) for p in (m.proxy, m.real)]
     if None in kernel:
         return ""
-    parts = [
-        f"{name} {_fmt(t, 's')}, {_fmt(k, 's')} of it in the kernel"
-        for name, k, t in zip((pair.proxy, pair.real), kernel, totals, strict=True)
-    ]
+    parts = []
+    for name, k, t in zip((pair.proxy, pair.real), kernel, totals, strict=True):
+        total, in_kernel = (format_value(seconds, "s", scaled=True) for seconds in (t, k))
+        parts.append(f"{name} {total}, {in_kernel} of it in the kernel")
     return f"per {pair.write_unit}: " + "; ".join(parts)
 
 
@@ -552,8 +542,8 @@ def syscall_rows(report: Report, traced: list[Match], not_counted: dict[str, str
             calls = f"{CATEGORY_LABELS[category]} calls per {unit}"
             report.add("system calls", calls, m, p, r)
             if p is not None and r is not None and abs(p - r) >= 1 and abs(p - r) > 0.1 * max(p, r):
-                note = f"{pair.proxy} makes {_fmt(p)} {calls}, {pair.real} {_fmt(r)} on {m.tier}"
-                report.notes.append(note)
+                proxy_makes = f"{pair.proxy} makes {format_value(p)} {calls}"
+                report.notes.append(f"{proxy_makes}, {pair.real} {format_value(r)} on {m.tier}")
     return "counted with strace -f -C (calls of the no-write baseline subtracted)"
 
 

@@ -19,11 +19,10 @@ import pandas as pd
 import seaborn as sns
 
 from .. import plotting, schemas
-from ..units import format_size
+from ..units import format_size, format_value, multiple
 from ..workloads.cfd import foam
 from . import generic
 
-DOCUMENT = "001"
 #: parameters the figures group by; a table without the column gets the workload's schema default
 STRUCTURAL = [
     "ensemble", "file_handler", "write_format", "purge_write", "fsync", "compute_per_cell_step",
@@ -40,18 +39,21 @@ def make(
     reference_csvs=None,
     study: str | None = None,
     workloads: list[str] | None = None,
+    document: str | None = None,
 ) -> list[Path]:
     """cfd_time_per_step, cfd_single_vs_ensemble_ranks*, cfd_bandwidth, cfd_file_handler.
 
     Also writes cfd_single_vs_ensemble.csv and cfd_bandwidth.csv (the tables behind them).
-    ``reference_csvs``: a folder, file or list of the published CSVs; without document 001's
-    rows the single-vs-ensemble figure shows this run's table only and says so.
+    ``reference_csvs``: a folder, file or list of the published CSVs; ``document``: the one
+    the study re-runs (document 001 for cfd_dcpmm), whose rows are drawn; without them the
+    single-vs-ensemble figure shows this run's table only and says so.
     ``workloads``: the cfd family's workloads (default: the registry's).
     """
     plotting.setup()
     summary = plotting.table(summary, study)
     c = context(summary, out_dir, workloads or plotting.family_workloads("cfd"))
-    published = plotting.load_reference(reference_csvs, DOCUMENT)
+    c["document"] = document
+    published = plotting.load_reference(reference_csvs, document)
     if len(c["ok"]):
         time_per_step(c)
         single_vs_ensemble(c, published)
@@ -82,21 +84,16 @@ def ensemble_label(e: int) -> str:
     return "single run" if e == 1 else f"ensemble of {e} (average)"
 
 
-def sig3(value: float) -> str:
-    """Three significant digits without an exponent (1,110 rather than 1.11e+03)."""
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-
-
 def fmt_bw(value, low=None, high=None) -> str:
     """MB/s or GB/s, with the range in brackets in the same unit when given."""
     if not np.isfinite(value):
         return "n/a"
-    scale, unit = (1000, "GB/s") if value >= 1000 else (1, "MB/s")
-    text = f"{value / scale:.3g} {unit}"
+    text = format_value(value, "MB/s", scaled=True)
     if low is None and high is None:
         return text
-    low = sig3(low / scale) if low is not None and np.isfinite(low) else "?"
-    high = sig3(high / scale) if high is not None and np.isfinite(high) else "inf"
+    size, _ = multiple(value, "MB/s")
+    low = format_value(low / size) if low is not None and np.isfinite(low) else "?"
+    high = format_value(high / size) if high is not None and np.isfinite(high) else "inf"
     return f"{text} ({low}-{high})"
 
 
@@ -438,7 +435,7 @@ def single_vs_ensemble(c: dict, published: pd.DataFrame) -> None:
             " The lower table is the published one, on 192 ranks with ~40 MB per rank per write "
             "(fsdax = DCPMM in App Direct mode, Lustre = the shared file system)."
             if has_reference
-            else " No published rows of document 001 were given, so only this run's table is shown."
+            else f" {plotting.no_published(c['document'])}, so only this run's table is shown."
         )
         caption = (
             "Document 001's table re-run: time per step (s, median of "

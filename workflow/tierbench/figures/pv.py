@@ -19,7 +19,6 @@ from .. import plotting
 from ..tiers import LOCAL_DEVICE_CLASSES, RAM_CLASSES
 from ..units import format_size, parse_size
 
-DOCUMENT = "002"
 #: the document's sinks, by the class of the tier that plays them here
 ROLE = {"void": "the void", "fuse": "bindfs, FUSE"}
 ROLE.update({c: "RAM disk" for c in RAM_CLASSES})
@@ -40,17 +39,20 @@ def make(
     out_dir: str,
     reference_csvs=None,
     study: str | None = None,
+    document: str | None = None,
 ) -> list[Path]:
-    """pv_sinks (from results.csv and summary.csv) and pv_vs_document (with document 002's rows).
+    """pv_sinks (from results.csv and summary.csv) and pv_vs_document (with the document's rows).
 
-    ``reference_csvs``: a folder, file or list of the published CSVs; without document 002's
-    rows the second figure is left out and the first one's caption says so.
+    ``reference_csvs``: a folder, file or list of the published CSVs; ``document``: the one
+    the study re-runs (document 002 for ramdisk_macos), whose rows are drawn; without them
+    the second figure is left out and the first one's caption says so.
     """
     plotting.setup()
     results = plotting.table(results, study)
     summary = plotting.table(summary, study)
     c = context(results, summary, out_dir)
-    published = plotting.load_reference(reference_csvs, DOCUMENT)
+    c["document"] = document
+    published = plotting.load_reference(reference_csvs, document)
     published = published[published["table"] == "pv_throughput"]
     if len(c["rates"]):
         sinks(c, has_reference=len(published) > 0)
@@ -223,7 +225,7 @@ def sinks_caption(c: dict, order: list[str], has_reference: bool) -> str:
     reference_text = (
         ""
         if has_reference or not c["disk"]
-        else " No published rows of document 002 were given, so its comparison is not drawn."
+        else f" {plotting.no_published(c['document'])}, so its comparison is not drawn."
     )
     return (
         f"pv -aSs<size> < /dev/zero > test, {c['size_text']} per run (document 002: 450m = 450 "
