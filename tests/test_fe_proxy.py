@@ -601,9 +601,12 @@ def test_a_job_computes_the_target_and_reports_it(tmp_path):
     assert metrics["compute_target_per_evaluation"] == 0.03
     assert metrics["compute_units_per_evaluation"] == record["extra"]["compute"]["units"] > 0
     assert metrics["eval_time_median"] > 0.03 / 2
+    computed = metrics["eval_time_median"]
     none = run_job(spec(tmp_path), fe_proxy.run)
     metrics = {m["metric"]: m["value"] for m in none["metrics"]}
-    assert metrics["compute_units_per_evaluation"] == 0 and metrics["eval_time_median"] < 0.03
+    # without a target an evaluation is only its I/O and the FE solve: less than with one,
+    # measured in the same test (a loaded machine stretches both)
+    assert metrics["compute_units_per_evaluation"] == 0 and metrics["eval_time_median"] < computed
     assert list(tmp_path.iterdir()) == []
 
 
@@ -759,8 +762,12 @@ def test_smoke_study_end_to_end(pipeline):
     manifest = yaml.safe_load((figures / "manifest.json").read_text())
     assert all("population 30" in entry["caption"] for entry in manifest)
     assert (pipeline.root / "results/testbox/report.html").exists()
-    # nothing left on the tiers
-    assert not list(Path("/dev/shm").glob("tierbench-optimisation-shm-*"))
+    # nothing left on the tiers: every run folder its jobs' logs name is gone (another run
+    # on this machine may have its own in /dev/shm meanwhile)
+    logs = "\n".join(log.read_text() for log in (study / "logs").rglob("*.log"))
+    folders = re.findall(r"run folder (\S+)", logs)
+    assert any("/dev/shm/" in f for f in folders)
+    assert [f for f in folders if Path(f).exists()] == []
     scratch = pipeline.root / "results/scratch"
     assert not scratch.exists() or not list(scratch.iterdir())
 
