@@ -82,8 +82,8 @@ def calibrate(
     the target asks of it (timed again, up to as often as no work was, before
     the probe ends on it: interruptions must not end it early), for a first
     guess; then the guess and its half, ``repeats`` times each, alternating,
-    and another round (up to MAX_ROUNDS) while more work does not take longer
-    (a busy machine). The answer lies between or near the amounts timed, where
+    and another round, of no work too (up to MAX_ROUNDS), while more work does
+    not take longer (a busy machine). The answer lies between or near the amounts timed, where
     a line fits best. It costs six targets' time and the probe's, seven to
     nine in all.
     """
@@ -105,8 +105,12 @@ def calibrate(
             break
         units *= 2
     guess = max(1, round(units * (target - fixed) / max(added, 1e-12)))
+    amounts = (guess // 2, guess)
     for _ in range(MAX_ROUNDS):
-        samples += [(n, timed(n)) for _ in range(repeats) for n in (guess // 2, guess)]
+        samples += [(n, timed(n)) for _ in range(repeats) for n in amounts]
         if tells_apart(samples):
             break
+        # a busy spell may have held any amount's runs, no work's first of all (they are
+        # the first timed): every amount is timed again
+        amounts = (0, guess // 2, guess)
     return work_for(samples, target), samples
