@@ -58,6 +58,23 @@ def _dead_pid() -> int:
     return child.pid
 
 
+def test_a_folder_another_host_makes_at_once_is_waited_for(tmp_path, monkeypatch):
+    """On GlusterFS two nodes made the database's folder at once; the loser's mkdir saw it
+    exist, but not yet as a folder, and exist_ok raised FileExistsError (test_slurm)."""
+    made, real_mkdir = [], locks.Path.mkdir
+
+    def raced(self, *args, **kwargs):
+        if self == tmp_path / "results" and len(made) < 3:
+            made.append(self)
+            raise FileExistsError(17, "File exists", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(locks.Path, "mkdir", raced)
+    with locks.HostLock(tmp_path / "results" / "db.sqlite.lock", timeout_s=5):
+        assert (tmp_path / "results" / "db.sqlite.lock").is_dir()
+    assert len(made) == 3
+
+
 def test_a_lock_whose_process_is_gone_is_broken_with_a_log_line(tmp_path):
     folder = tmp_path / "db.sqlite.lock"
     pid = _dead_pid()

@@ -44,6 +44,19 @@ OWNER_FILE = "owner.json"
 _HELD: dict[str, int] = {}
 
 
+def make_folder(path: Path, tries: int = 40) -> None:
+    """``mkdir -p`` that another host making the same folder at once cannot fail: on a
+    network file system (GlusterFS) a folder another client has just made may not yet be
+    one here, so that ``exist_ok`` raises FileExistsError for a while."""
+    for _ in range(tries - 1):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            return
+        except FileExistsError:
+            time.sleep(0.05)
+    path.mkdir(parents=True, exist_ok=True)
+
+
 class LockError(Exception):
     """The lock could not be taken or was lost; the message says which and why."""
 
@@ -93,7 +106,7 @@ class _FileLock:
         self.handle = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
         self.handle = self._lock_current()
 
     def release(self) -> None:
@@ -166,7 +179,7 @@ class HostLock:
         self.release()
 
     def acquire(self) -> None:
-        self.folder.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.folder.parent)
         deadline = time.monotonic() + self.timeout_s
         delay = 0.02
         while not self._take():
