@@ -53,6 +53,9 @@ SHM_TOO_SMALL = (
 #: sizes (a round whose application cost is not above zero gives no ratio);
 #: test_fidelity_rows_pair_their_costs checks those
 MAY_BE_EMPTY = {"verdict_agreement", "cfd_fidelity", "fe_fidelity", "fe_fidelity_wall"}
+#: figures that rest on a difference of two timings (item 4: a run's time minus Snakemake's
+#: start-up timed apart), which a busy machine can make negative at toy sizes
+DIFFERENCES = {"noop_job_overhead"}
 #: rows of a reduced --tiny run that is no figure of what its goal is about
 REDUCED = {"smoke_study", "verdict_agreement", "paper_wall_time"}
 
@@ -279,7 +282,7 @@ def test_figures_are_finite_and_positive(tiny_run):
     for row in measured:
         assert row["n"] == len(row["values"]) >= 1, row["key"]
         for value in (row["median"], row["min"], *row["values"]):
-            assert math.isfinite(value) and value > 0, row["key"]
+            assert math.isfinite(value) and (value > 0 or row["key"] in DIFFERENCES), row["key"]
         assert row["min"] <= row["median"] <= row["max"], row["key"]
 
 
