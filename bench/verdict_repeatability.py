@@ -14,7 +14,8 @@ run and whether they agree; the first row is the share of lessons whose
 verdicts agree in all runs (goal: all of them), the second each run's wall
 time (goal: a paper run under 15 minutes), then one row per lesson. At
 ``--tiny`` it runs one small study (``tmpfs_advent``) twice at ``smoke``: a
-check that the item works, not a figure of the paper.
+check that the item works, not a figure of the paper, with 2 repetitions and no warm-up
+set in the study file of its snapshot (a study's own settings win over ``--config``).
 
     .venv/bin/python bench/verdict_repeatability.py --runs 3 --scale default
     .venv/bin/python bench/verdict_repeatability.py --studies cfd_dcpmm --cluster
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,8 +49,14 @@ MACHINE = "bench"
 #: on the cluster the hardware file names the machine: results/minicluster/<study>/
 CLUSTER_MACHINE = "minicluster"
 SIZES = {
-    "full": {"runs": 3, "scale": "default", "studies": None},
-    "tiny": {"runs": 2, "scale": "smoke", "studies": ["tmpfs_advent"]},
+    "full": {"runs": 3, "scale": "default", "studies": None, "settings": {}},
+    # the study's own repetitions (3 to 8, adaptive) and warm-up made half of a run's jobs
+    "tiny": {
+        "runs": 2,
+        "scale": "smoke",
+        "studies": ["tmpfs_advent"],
+        "settings": {"repetitions": "2", "warmup": "false"},
+    },
 }
 AGREEMENT_MEASURE = "Paper lessons whose verdict is the same in every run (share)"
 WALL_MEASURE = "Paper run wall time"
@@ -268,6 +276,18 @@ def summary_rows(table, walls, scale, studies, goals, reduced, cluster=False) ->
     return [agreement, wall]
 
 
+def set_in_studies(root: Path, studies: list[str], settings: dict[str, str]) -> None:
+    """Top-level settings of the named study files of a copy of the pipeline replaced."""
+    for study in studies:
+        path = root / "config" / "studies" / f"{study}.yaml"
+        text = path.read_text()
+        for key, value in settings.items():
+            text, found = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, flags=re.MULTILINE)
+            if found != 1:
+                raise RuntimeError(f"{path}: no top-level {key}: to set")
+        path.write_text(text)
+
+
 def repeatability(
     scratch: Path,
     runs: int,
@@ -279,12 +299,16 @@ def repeatability(
     cluster=False,
     earlier=(),
     commit="",
+    settings=None,
 ):
-    """``commit`` names the kept runs (:func:`pipeline_commit`)."""
+    """``commit`` names the kept runs (:func:`pipeline_commit`); ``settings`` replace those
+    of the study files in every run (:func:`set_in_studies`)."""
     walls, verdicts = [], list(earlier)
     # every run copies one snapshot taken now: a run takes up to hours, and edits made in the
     # checkout meanwhile must not reach the later runs of what is measured as one pipeline
     snapshot = copy_pipeline(scratch, "snapshot")
+    if settings:
+        set_in_studies(snapshot, studies, settings)
     with ExitStack() as stack:
         if cluster:
             stack.enter_context(cluster_up())
@@ -305,7 +329,13 @@ def repeatability(
 def measure(mode: str, scratch: Path, goal) -> list[dict]:
     size = SIZES[mode]
     return repeatability(
-        scratch, size["runs"], size["scale"], size["studies"], goal, reduced=mode == "tiny"
+        scratch,
+        size["runs"],
+        size["scale"],
+        size["studies"],
+        goal,
+        reduced=mode == "tiny",
+        settings=size["settings"],
     )
 
 
