@@ -51,7 +51,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, pipeline_copy, snakemake_command
 from minicluster_fixture import leftovers, require_minicluster, running_minicluster, snapshot
 from test_resultsdb import sweep, write_study
 from tierbench.minicluster import MiniCluster
@@ -61,6 +61,10 @@ pytestmark = pytest.mark.slurm
 
 #: poll Slurm every second (the plugin's default first wait is 40 s)
 FAST_POLL = ["--slurm-init-seconds-before-status-checks", "1"]
+#: Snakemake whose Slurm executor keeps polling every few seconds while a job runs, not
+#: 10 s later after each check (tests/steady_poll_snakemake.py): an allocation's end
+#: was noticed up to a minute late, in every allocation of every test
+STEADY_POLL = str(Path(__file__).with_name("steady_poll_snakemake.py"))
 HARDWARE = "minicluster"
 NODES = {f"node{i}" for i in range(1, 5)}
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+)")
@@ -71,6 +75,17 @@ def slurm():
     """The four-node cluster for this module; brought down afterwards, also on failure."""
     require_minicluster()
     yield from running_minicluster(nodes=4)
+
+
+def snakemake() -> list[str]:
+    """The command line that starts Snakemake on the submit host, polling steadily."""
+    return [snakemake_command()[0], STEADY_POLL]
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path):
+    """A copy of the pipeline whose runs poll Slurm steadily."""
+    return pipeline_copy(tmp_path / "tierbench", command=snakemake())
 
 
 def hardware_file(pipeline, name: str = HARDWARE, **tiers) -> Path:
@@ -430,7 +445,7 @@ def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
     root = hardware_file(pipeline)
     (root / "config/studies/cancelled.yaml").write_text(yaml.safe_dump(CANCEL_STUDY))
     args = ("--configfile", "config/studies/cancelled.yaml", "--config", f"hardware={HARDWARE}")
-    command = [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL, *args]
+    command = [*snakemake(), "--profile", "slurm", *FAST_POLL, *args]
     raw = root / f"results/{HARDWARE}/cancelled/raw"
     logs = root / f"results/{HARDWARE}/cancelled/logs"
 
@@ -574,7 +589,7 @@ def test_a_run_killed_mid_way_and_the_cluster_down_leave_nothing(pipeline, slurm
     """Last in the module: the run's Snakemake is killed while its jobs run on the nodes,
     then the cluster comes down with jobs still queued or running."""
     root = hardware_file(pipeline)
-    command = [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL]
+    command = [*snakemake(), "--profile", "slurm", *FAST_POLL]
     command += ["--config", "scale=smoke", f"hardware={HARDWARE}", "repetitions=1"]
     run = subprocess.Popen(
         command,
