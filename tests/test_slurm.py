@@ -25,7 +25,7 @@ pipeline:
   points with the reason in their log and in the report while the rest
   completes;
 - document 001's study (cfd_dcpmm without its fidelity experiments) at its
-  smoke size: the proxy and simpleFoam on both tiers, single runs, ensembles
+  smoke size, in 10 steps: the proxy and simpleFoam on both tiers, single runs, ensembles
   on nodes of their own and staging, in a handful of Slurm jobs, results
   gathered on the submit host;
 - an allocation cancelled in the middle: only the benchmark that was running
@@ -374,14 +374,24 @@ def test_mpi_across_nodes_ensembles_and_bad_input(pipeline, slurm: MiniCluster):
     assert nopart in html and missing in html
 
 
+#: steps of document 001's proxy and simpleFoam runs here (its smoke size: 20)
+SMOKE_STEPS = 10
+
+
 def document_001_experiments(root: Path) -> str:
     """cfd_dcpmm without its fidelity experiments, in the pipeline copy.
 
     Those 16 jobs (proxy and simpleFoam side by side, timed and traced) run the same
     code on a cluster as on a workstation, where test_cfd_proxy's smoke of the whole
-    study runs them; here they would double the test's time for no check of its own."""
+    study runs them; here they would double the test's time for no check of its own.
+    The proxy's and simpleFoam's runs take SMOKE_STEPS steps, not the smoke's 20: on
+    the GlusterFS volume every step's files cost seconds, and the shared/local ratio the
+    lesson judges is several times its 1.1 band either way."""
     study = yaml.safe_load((REPO / "config/studies/cfd_dcpmm.yaml").read_text())
     study["experiments"] = [e for e in study["experiments"] if not e["name"].startswith("fidelity")]
+    for experiment in study["experiments"]:
+        if "steps" in experiment["scale"].get("smoke", {}):
+            experiment["scale"]["smoke"]["steps"] = SMOKE_STEPS
     path = root / "config/studies/cfd_dcpmm_document.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     return str(path.relative_to(root))
