@@ -457,7 +457,7 @@ CANCEL_STUDY = {
             "workload": "command",
             "description": "a command that takes a second or two, so scancel finds one running",
             "tiers": ["local", "shared"],
-            "params": {"command": [["sleep", "1"], ["sleep", "1.5"], ["sleep", "2"]]},
+            "params": {"command": [["sleep", "1"], ["sleep", "2"]]},
         }
     ],
 }
@@ -503,7 +503,7 @@ def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
             first.kill()
     assert first.returncode != 0, output
     kept = {path: path.stat().st_mtime_ns for path in raw.rglob("rep*.json")}
-    assert 4 <= len(kept) < 12, len(kept)  # 3 points x 2 tiers x 2 repetitions
+    assert 4 <= len(kept) < 8, len(kept)  # 2 points x 2 tiers x 2 repetitions
     (log,) = running()
     assert "stopped by SIGTERM" in log.read_text().strip().splitlines()[-1], log.read_text()
     assert "the same command again measures it" in log.read_text()
@@ -511,7 +511,7 @@ def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
 
     on_slurm(pipeline, *args)
     measured = set(raw.rglob("rep*.json"))
-    assert len(measured) == 12
+    assert len(measured) == 8
     assert all(path.stat().st_mtime_ns == when for path, when in kept.items())  # not again
     conn = sqlite3.connect(root / "results/tierbench.sqlite")
     try:
@@ -524,7 +524,7 @@ def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
     finally:
         conn.close()
     assert {row[-1] for row in rows} == {1}
-    assert len({row[:4] for row in rows}) == 12
+    assert len({row[:4] for row in rows}) == 8
 
 
 #: the database test: appends per node, and seconds for srun and the imports
