@@ -534,16 +534,21 @@ def test_an_allocation_cancelled_mid_way_loses_only_the_benchmark_it_ran(
     assert len({row[:4] for row in rows}) == 8
 
 
-#: the database test: appends per node, and seconds for srun and the imports
+#: the database test: appends per node
 RUNS_PER_NODE = 20
-#: seconds for srun and the imports, so both writers start appending together
-START_DELAY_S = 15
+#: both writers start appending together: each says it is ready (srun and its imports
+#: done) in a folder and waits for the other, not for a start time with slack for both
 WRITER = """
-import json, sys, time
+import json, pathlib, sys, time
 from tierbench import resultsdb
 jobs = json.load(open(sys.argv[1]))
-while time.time() < jobs["start"]:
-    time.sleep(0.01)
+ready = pathlib.Path(jobs["ready"])
+(ready / jobs["node"]).touch()
+deadline = time.time() + 120
+while len(list(ready.iterdir())) < jobs["writers"]:
+    if time.time() > deadline:
+        sys.exit("the other writer was not ready in 120 s")
+    time.sleep(0.005)
 recorded = []
 for job in jobs["runs"]:
     try:
@@ -556,7 +561,7 @@ print(json.dumps(recorded))
 """
 
 
-def write_jobs(folder, node, db, start):
+def write_jobs(folder, node, db, ready, writers):
     """A node's studies as the pipeline leaves them, and the file its writer reads."""
     runs = []
     for i in range(RUNS_PER_NODE):
@@ -573,7 +578,8 @@ def write_jobs(folder, node, db, start):
             }
         )
     jobs = folder / f"{node}.json"
-    jobs.write_text(json.dumps({"db": str(db), "start": start, "runs": runs}))
+    spec = {"db": str(db), "node": node, "ready": str(ready), "writers": writers, "runs": runs}
+    jobs.write_text(json.dumps(spec))
     return jobs
 
 
@@ -583,9 +589,10 @@ def test_two_nodes_appending_to_one_database_lose_no_run(slurm: MiniCluster, tmp
     rollback journal and a lock folder on such a volume). Each node appends 20 runs at the
     same moment: every run a writer recorded is present, or the writer said why in one line."""
     db = slurm.shared / f"results-{os.getpid()}" / "tierbench.sqlite"
-    start = time.time() + START_DELAY_S
     nodes = slurm.nodes[:2]
-    jobs = {node: write_jobs(tmp_path / "studies", node, db, start) for node in nodes}
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    jobs = {node: write_jobs(tmp_path / "studies", node, db, ready, len(nodes)) for node in nodes}
     env = {**os.environ, **slurm.env, "PYTHONPATH": str(REPO / "workflow")}
     writers = {
         node: subprocess.Popen(
