@@ -68,8 +68,9 @@ def pipeline(tmp_path: Path):
     return pipeline_copy(tmp_path / "tierbench")
 
 
-def pipeline_copy(root: Path):
-    """A copy of the pipeline in ``root`` and a function that runs snakemake there."""
+def pipeline_copy(root: Path, command: list[str] | None = None):
+    """A copy of the pipeline in ``root`` and a function that runs snakemake there (or
+    ``command``, a Snakemake of the caller's)."""
     root.mkdir()
     for name in PIPELINE_FILES:
         source = REPO / name
@@ -80,10 +81,10 @@ def pipeline_copy(root: Path):
 
     def run(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        command = [*snakemake_command(), *args]
+        argv = [*(command or snakemake_command()), *args]
         # its own session: a run out of time is stopped with every benchmark it started
         child = subprocess.Popen(
-            command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env, start_new_session=True,
         )  # fmt: skip
         try:
@@ -95,7 +96,7 @@ def pipeline_copy(root: Path):
                 f"snakemake {' '.join(args)} still ran after {timeout:.0f} s; its output's end:\n"
                 f"{stderr[-3000:]}\nthe benchmark logs written last:\n{latest_logs(root)}"
             ) from None
-        done = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+        done = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
         if check and done.returncode != 0:
             raise AssertionError(
                 f"snakemake {' '.join(args)} failed ({done.returncode}):\n"
