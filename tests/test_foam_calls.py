@@ -72,15 +72,30 @@ def per_write(with_writes: dict[str, int], without: dict[str, int]) -> dict[str,
     return {key: (with_writes.get(key, 0) - without.get(key, 0)) / STEPS for key in COMPARED}
 
 
+def meshed_cases(folder: Path, params: dict, env: dict, *prepare: list[str]) -> dict:
+    """Per write interval (``params``' keys), a case of its own, meshed (and decomposed)
+    once: the cases differ in their controlDict alone."""
+    cases = {}
+    for interval, its_params in params.items():
+        case = folder / f"simpleFoam-{interval}"
+        if cases:
+            shutil.copytree(cases[next(iter(cases))], case)
+        openfoam_plan.write_case(case, its_params)
+        for argv in prepare if not cases else ():
+            subprocess.run(argv, cwd=case, env=env, check=True, capture_output=True)
+        cases[interval] = case
+    return cases
+
+
 def simplefoam_calls(folder: Path, fmt: str, cells: int) -> dict[str, float]:
     env, _ = openfoam_plan.openfoam_environment(None)
+    params = {
+        interval: {"ranks": 1, "steps": STEPS, "write_interval": interval, "purge_write": 1,
+                   "cells_per_rank": cells, "write_format": fmt}
+        for interval in (1, "none")
+    }  # fmt: skip
     counts = {}
-    for interval in (1, "none"):
-        case = folder / f"simpleFoam-{interval}"
-        params = {"ranks": 1, "steps": STEPS, "write_interval": interval, "purge_write": 1,
-                  "cells_per_rank": cells, "write_format": fmt}  # fmt: skip
-        openfoam_plan.write_case(case, params)
-        subprocess.run(["blockMesh"], cwd=case, env=env, check=True, capture_output=True)
+    for interval, case in meshed_cases(folder, params, env, ["blockMesh"]).items():
         counts[interval] = traced(["simpleFoam"], case, env, folder / f"sf-{interval}.txt")
     return per_write(counts[1], counts["none"])
 
@@ -164,18 +179,17 @@ def simplefoam_collated_calls(folder: Path, fmt: str, cells: int) -> list[dict[s
     env, _ = openfoam_plan.openfoam_environment(
         None, cfd_launch.launch_env("mpiexec", local=True)[0]
     )
-    runs = {}
-    for interval in (1, STEPS):
-        case = folder / f"simpleFoam-{interval}"
-        params = openfoam_plan.with_defaults({
+    params = {
+        interval: openfoam_plan.with_defaults({
             "ranks": RANKS, "steps": STEPS, "write_interval": interval, "purge_write": 1,
             "cells_per_rank": cells, "write_format": fmt, "file_handler": "collated",
-        })  # fmt: skip
-        openfoam_plan.write_case(case, params)
-        subprocess.run(["blockMesh"], cwd=case, env=env, check=True, capture_output=True)
-        decompose = ["decomposePar", "-force", *openfoam.handler_args(params)]
-        subprocess.run(decompose, cwd=case, env=env, check=True, capture_output=True)
-        argv = openfoam.solver_command(params)
+        })
+        for interval in (1, STEPS)
+    }  # fmt: skip
+    decompose = ["decomposePar", "-force", *openfoam.handler_args(params[1])]
+    runs = {}
+    for interval, case in meshed_cases(folder, params, env, ["blockMesh"], decompose).items():
+        argv = openfoam.solver_command(params[interval])
         runs[interval] = traced_ranks(argv, case, env, folder / f"sf-{interval}")
     return collated_per_write(runs)
 
