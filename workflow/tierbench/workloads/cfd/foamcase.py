@@ -307,6 +307,14 @@ def cells(case: Path) -> int | None:
     path = existing(case, BLOCK_MESH)
     if path is None:
         return None
+    stat = path.stat()
+    return _block_mesh_cells(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _block_mesh_cells(path: Path, mtime_ns: int, size: int) -> int | None:
+    """:func:`cells` of a blockMeshDict once per version of the file: foamlib takes over a
+    second to parse pitzDaily's, and Snakemake plans every job's resources from it."""
     try:
         return block_cells(open_dictionary(path))
     except CaseError:
