@@ -78,11 +78,13 @@ def meshed_cases(folder: Path, params: dict, env: dict, *prepare: list[str]) -> 
     cases = {}
     for interval, its_params in params.items():
         case = folder / f"simpleFoam-{interval}"
-        if cases:
-            shutil.copytree(cases[next(iter(cases))], case)
-        openfoam_plan.write_case(case, its_params)
-        for argv in prepare if not cases else ():
-            subprocess.run(argv, cwd=case, env=env, check=True, capture_output=True)
+        if cases:  # the first case's mesh, this interval's controlDict
+            shutil.copytree(next(iter(cases.values())), case)
+            openfoam_plan.write_case(case, its_params)
+        else:
+            openfoam_plan.write_case(case, its_params)
+            for argv in prepare:
+                subprocess.run(argv, cwd=case, env=env, check=True, capture_output=True)
         cases[interval] = case
     return cases
 
