@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, job_spec, study_for_report
-from tierbench import matrix, pagecache, report, staging
-from tierbench.errors import ConfigError, PointSkipped
+from tierbench import cluster, matrix, pagecache, report, staging
+from tierbench.errors import ConfigError, PointFailed, PointSkipped
 from tierbench.intervals import Sample
 from tierbench.runner import Job, run_job
 from tierbench.workloads import get, stage
@@ -23,6 +23,14 @@ from tierbench.workloads.cfd import foam
 
 CASE = {"ranks": 2, "cells_per_rank": 500, "file_set": "document_001"}
 CONFIG = yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+
+@pytest.fixture(autouse=True)
+def fresh_job_hosts():
+    """A test's Slurm job is its own: the job's host list is read anew, and forgotten."""
+    cluster.job_hosts.cache_clear()
+    yield
+    cluster.job_hosts.cache_clear()
 
 
 def tiers(tmp_path, shared: bool = True) -> dict:
@@ -101,13 +109,15 @@ def fake_srun(tmp_path, monkeypatch) -> object:
     fake.write_text(
         "#!/bin/sh\n"
         f'echo "$@" >> {log}\n'
-        "while [ $# -gt 0 ]; do case $1 in -N) shift 2;; --ntasks-per-node=*|--overlap) shift;;"
+        "while [ $# -gt 0 ]; do case $1 in -N|-w) shift 2;; --ntasks-per-node=*|--overlap) shift;;"
         " *) break;; esac; done\n"
         'exec "$@"\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "nodeB,nodeA")
+    monkeypatch.setenv("SLURMD_NODENAME", "nodeA")
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     return log
 
@@ -119,27 +129,55 @@ def test_under_slurm_one_srun_copies_then_every_node_copy_is_removed(tmp_path, m
     lines = log.read_text().splitlines()  # what srun was asked, in order
     helper = " -m tierbench.workloads.stage "
     steps = [
-        line.split(helper)[1].split()[0] if helper in line else line.split()[3] for line in lines
+        line.split(helper)[1].split()[0] if helper in line else line.split()[5] for line in lines
     ]
     assert steps == ["claim", "cp", "tally", "rm", "release"]
-    assert lines[1].startswith("-N 1 --ntasks-per-node=1 cp -r ")
-    assert lines[3].startswith("-N 1 --ntasks-per-node=1 rm -rf ") and lines[3].endswith("/case")
-    assert record["extra"]["copy_command"].startswith("srun -N 1 --ntasks-per-node=1 cp -r ")
+    # every step on this node, named: the job's first node is another one
+    assert all(line.startswith("-N 1 -w nodeA --ntasks-per-node=1 ") for line in lines)
+    assert " cp -r " in lines[1]
+    assert " rm -rf " in lines[3] and lines[3].endswith("/case")
+    assert record["extra"]["copy_command"].startswith("srun -N 1 -w nodeA --ntasks-per-node=1 cp")
     assert list((tmp_path / "target").iterdir()) == []
     assert list((tmp_path / "source").iterdir()) == []
 
 
-def test_the_srun_command_puts_one_copy_on_each_node(tmp_path):
+def test_the_srun_command_puts_one_copy_on_each_named_node(tmp_path):
     case, folder = tmp_path / "src" / "case", tmp_path / "tier" / "tierbench-x"
-    command = stage.copy_command(case, folder, 4, slurm=True)
-    assert command == ["srun", "-N", "4", "--ntasks-per-node=1", "cp", "-r", str(case), str(folder)]
+    hosts = ["n3", "n1", "n2", "n4"]
+    command = stage.copy_command(case, folder, hosts)
+    head = ["srun", "-N", "4", "-w", "n3,n1,n2,n4", "--ntasks-per-node=1"]
+    assert command == head + ["cp", "-r", str(case), str(folder)]
     # inside a job step the new step shares the step's CPUs instead of waiting for them
-    inside = stage.copy_command(case, folder, 4, slurm=True, in_step=True)
-    assert inside[:5] == ["srun", "-N", "4", "--ntasks-per-node=1", "--overlap"]
+    assert stage.copy_command(case, folder, hosts, in_step=True)[:7] == head + ["--overlap"]
     assert stage.copy_command(case, folder) == ["cp", "-r", str(case), str(folder)]
-    assert stage.remove_command(folder / "case", 4) == [
-        "srun", "-N", "4", "--ntasks-per-node=1", "rm", "-rf", str(folder / "case")
-    ]  # fmt: skip
+    removal = stage.remove_command(folder / "case", hosts)
+    assert removal == head + ["rm", "-rf", str(folder / "case")]
+
+
+@pytest.mark.parametrize(
+    ("listed", "here", "nodes", "expected"),
+    [
+        ("n1,n2,n3,n4", "n3", 2, ["n3", "n1"]),  # this node first, then the job's order
+        ("n1,n2,n3,n4", "n1", 4, ["n1", "n2", "n3", "n4"]),
+        ("n1,n2", "login", 1, ["n1"]),  # a name Slurm does not list: the job's first
+    ],
+)
+def test_every_step_of_a_point_runs_on_the_same_nodes_starting_here(
+    monkeypatch, listed, here, nodes, expected
+):
+    """srun -N 2 in a 4-node job picks its nodes anew at each step: the point names them."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", listed)
+    monkeypatch.setenv("SLURMD_NODENAME", here)
+    assert stage.point_hosts(nodes) == expected
+    assert stage.point_hosts(nodes) == expected  # the same at every step
+
+
+def test_a_point_wanting_more_nodes_than_its_job_holds_says_so(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n1,n2")
+    with pytest.raises(PointFailed, match="nodes 3: the Slurm job holds 2 \\(n1, n2\\)"):
+        stage.point_hosts(3)
 
 
 def test_a_new_step_does_not_inherit_the_enclosing_steps_layout(monkeypatch):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import socket
 import subprocess
 from functools import cache
 
@@ -156,6 +157,27 @@ def job_nodes() -> int | None:
         return int(os.environ["SLURM_JOB_NUM_NODES"])
     found = _ask_slurm(["squeue", "--noheader", "--format=%D", "--jobs", job])
     return int(found.strip()) if found and found.strip().isdigit() else None
+
+
+@cache
+def job_hosts() -> tuple[str, ...]:
+    """Host names of the Slurm job this process runs in, in Slurm's order; () outside one.
+    A job step may not see SLURM_JOB_NODELIST (Snakemake's job step executor): ask squeue."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return ()
+    listed = (
+        os.environ.get("SLURM_JOB_NODELIST")
+        or (_ask_slurm(["squeue", "--noheader", "--format=%N", "--jobs", job]) or "").strip()
+    )
+    if "[" not in listed:  # node1,node2: no ranges to expand
+        return tuple(filter(None, listed.split(",")))
+    return tuple((_ask_slurm(["scontrol", "show", "hostnames", listed]) or "").split())
+
+
+def this_host() -> str:
+    """This node's name as Slurm knows it (SLURMD_NODENAME), else the short host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
 def nodes_to_spread_over(hardware: dict) -> int:

@@ -18,15 +18,17 @@ One job runs one repetition:
    builder (the duct, blockMesh, decomposePar), skipped with the reason where
    OpenFOAM is not installed. Its files, folders and bytes are counted.
 2. The copy is timed: the wall time of one command. Under Slurm
-   (``SLURM_JOB_ID`` set) it is ``srun -N <nodes> --ntasks-per-node=1 cp -r
-   <case> <run folder>``, so each node copies the case into its own run
-   folder on the tier, as the document did (``--overlap`` is added inside a
+   (``SLURM_JOB_ID`` set) it is ``srun -N <nodes> -w <hosts> --ntasks-per-node=1
+   cp -r <case> <run folder>``, so each node copies the case into its own run
+   folder on the tier, as the document did. The hosts are this node and the
+   job's next ones, named so that every step of the point (claim, copy, tally,
+   removal) runs on the same nodes (``--overlap`` is added inside a
    job step, whose CPUs a new step would otherwise wait for, and the step's
    own layout is left out of srun's environment: :func:`srun_env`); outside Slurm a
    single ``cp -r``. srun's own start is inside the time, as it was in the
    document's ``time srun``.
 3. Every node's copy is counted and checked against the case, then removed
-   (under Slurm ``srun -N <nodes> --ntasks-per-node=1 rm -rf <copy>``), and so
+   (under Slurm ``srun ... rm -rf <copy>`` on the same hosts), and so
    is the case on the source tier.
 
 Caches: nothing is dropped from the page cache, since a job cannot drop it
@@ -70,7 +72,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import pagecache, rundir
+from .. import cluster, pagecache, rundir
 from ..cluster import in_job_step, in_slurm_job
 from ..errors import PointFailed, PointNotApplicable, PointSkipped
 from ..records import metric, utc_now
@@ -177,23 +179,39 @@ def check_params(params: dict) -> None:
 # ------------------------------------------------------------------ commands
 
 
-def srun_prefix(nodes: int, in_step: bool = False) -> list[str]:
-    """``srun`` with one task on each of ``nodes`` nodes of the job."""
-    argv = ["srun", "-N", str(nodes), "--ntasks-per-node=1"]
+def point_hosts(nodes: int) -> list[str]:
+    """The nodes every step of a point runs on: this one and the job's next ``nodes - 1``.
+
+    ``srun -N 2`` in a job of 4 nodes picks its 2 anew at each step, so a copy could land
+    where no run folder was claimed, and be tallied on a node that has none.
+    """
+    hosts, here = cluster.job_hosts(), cluster.this_host()
+    ordered = ([here] if here in hosts else []) + [host for host in hosts if host != here]
+    if len(ordered) < nodes:
+        raise PointFailed(
+            f"nodes {nodes}: the Slurm job holds {len(hosts)} "
+            f"({', '.join(hosts) or 'none found: neither SLURM_JOB_NODELIST nor squeue said'})"
+        )
+    return ordered[:nodes]
+
+
+def srun_prefix(hosts: list[str], in_step: bool = False) -> list[str]:
+    """``srun`` with one task on each of the named nodes."""
+    argv = ["srun", "-N", str(len(hosts)), "-w", ",".join(hosts), "--ntasks-per-node=1"]
     return argv + (["--overlap"] if in_step else [])
 
 
 def copy_command(
-    case: Path, folder: Path, nodes: int = 1, slurm: bool = False, in_step: bool = False
+    case: Path, folder: Path, hosts: list[str] | None = None, in_step: bool = False
 ) -> list[str]:
-    """The timed command: ``cp -r <case> <folder>``, on every node under Slurm."""
+    """The timed command: ``cp -r <case> <folder>``, on each of ``hosts`` under Slurm."""
     cp = ["cp", "-r", str(case), str(folder)]
-    return srun_prefix(nodes, in_step) + cp if slurm else cp
+    return srun_prefix(hosts, in_step) + cp if hosts else cp
 
 
-def remove_command(copy: Path, nodes: int, in_step: bool = False) -> list[str]:
-    """Every node's copy removed: ``srun -N <nodes> --ntasks-per-node=1 rm -rf <copy>``."""
-    return srun_prefix(nodes, in_step) + ["rm", "-rf", str(copy)]
+def remove_command(copy: Path, hosts: list[str], in_step: bool = False) -> list[str]:
+    """Every node's copy removed: ``srun -N <n> -w <hosts> --ntasks-per-node=1 rm -rf <copy>``."""
+    return srun_prefix(hosts, in_step) + ["rm", "-rf", str(copy)]
 
 
 # ------------------------------------------------------------------ the case
@@ -320,9 +338,12 @@ def copy_here(job: Job, case: Path, size: dict) -> float:
     return elapsed
 
 
-def on_nodes(action: str, folder: Path, nodes: int, extra: tuple[str, ...] = ()) -> list[dict]:
+def on_nodes(
+    action: str, folder: Path, hosts: list[str], extra: tuple[str, ...] = ()
+) -> list[dict]:
     """One line of JSON from each node: ``python -m tierbench.workloads.stage <action>``."""
-    command = srun_prefix(nodes, in_job_step()) + [
+    nodes = len(hosts)
+    command = srun_prefix(hosts, in_job_step()) + [
         sys.executable, "-m", "tierbench.workloads.stage", action, str(folder), *extra,
     ]  # fmt: skip
     try:
@@ -351,25 +372,26 @@ def copy_on_nodes(job: Job, case: Path, size: dict, nodes: int) -> float:
     folder = job.folder.path
     in_step = in_job_step()
     owner = f"{socket.gethostname()}:{os.getpid()}"
+    hosts = point_hosts(nodes)
     try:
-        claimed = on_nodes("claim", folder, nodes)
+        claimed = on_nodes("claim", folder, hosts)
         job.extra["nodes"] = [c["host"] for c in claimed]
-        elapsed = timed_copy(job, copy_command(case, folder, nodes, True, in_step))
-        for found in on_nodes("tally", folder / CASE, nodes):
+        elapsed = timed_copy(job, copy_command(case, folder, hosts, in_step))
+        for found in on_nodes("tally", folder / CASE, hosts):
             check_copy({k: found[k] for k in size}, size, found["host"])
     finally:
-        remove_copies(job, folder, nodes, in_step, owner)
+        remove_copies(job, folder, hosts, in_step, owner)
     return elapsed
 
 
-def remove_copies(job: Job, folder: Path, nodes: int, in_step: bool, owner: str) -> None:
+def remove_copies(job: Job, folder: Path, hosts: list[str], in_step: bool, owner: str) -> None:
     """Every node's copy, then the run folders claimed for it (not the job's own)."""
     try:
-        run_command(remove_command(folder / CASE, nodes, in_step), "removing the copies")
+        run_command(remove_command(folder / CASE, hosts, in_step), "removing the copies")
     except PointFailed as error:
         job.log(f"clean-up: {error}")
     try:
-        on_nodes("release", folder, nodes, ("--owner", owner))
+        on_nodes("release", folder, hosts, ("--owner", owner))
     except PointFailed as error:
         job.log(f"clean-up: {error}")
 
