@@ -44,6 +44,9 @@ def test_worst_case_fixture_has_read_write_and_fsync():
     # bandwidth and bytes agree with fio's own runtime: bytes / bw is a plausible time
     seconds = metrics["write_bytes"]["value"] / (metrics["write_bandwidth"]["value"] * 1e6)
     assert 0.01 < seconds < 10
+    # fio's usr_cpu and sys_cpu (37.5 % each): how much of its time it spent on a CPU
+    assert metrics["cpu_usage"]["value"] == pytest.approx(75.0)
+    assert metrics["cpu_usage"]["unit"] == "%"
 
 
 def test_sequential_write_fixture_has_only_write():

@@ -38,12 +38,15 @@ def run_point(folder, params, **fields) -> dict:
 def test_every_phase_has_a_rate_and_a_cost_and_nothing_is_left(tmp_path, params):
     metrics = by_name(run_point(tmp_path, params))
     phases = metadata.CYCLE + (metadata.TREE_PHASES if params["layout"] == "tree" else ())
-    assert set(metrics) == {f"{p}_{kind}" for p in phases for kind in ("rate", "cost")} | {"cycles"}
+    kinds = ("rate", "cost", "cpu")
+    assert set(metrics) == {f"{p}_{kind}" for p in phases for kind in kinds} | {"cycles"}
     for phase in phases:
-        rate, cost = metrics[f"{phase}_rate"], metrics[f"{phase}_cost"]
-        assert (rate["unit"], cost["unit"]) == ("ops/s", "us")
+        rate, cost, cpu = (metrics[f"{phase}_{kind}"] for kind in kinds)
+        assert (rate["unit"], cost["unit"], cpu["unit"]) == ("ops/s", "us", "us")
         # one phase's time over its operations, either way up
         assert rate["value"] * cost["value"] == pytest.approx(1e6)
+        # a call's CPU time is part of its time (the two clocks read apart: 2 us of slack)
+        assert 0 <= cpu["value"] <= cost["value"] + 2
     assert metrics["cycles"]["value"] == 1
     assert list(tmp_path.iterdir()) == []  # the run folder is removed, and nothing beside it
 
@@ -116,16 +119,16 @@ def test_a_failing_call_fails_the_point_naming_it(tmp_path, monkeypatch):
 
 def test_counts_that_do_not_add_up_fail():
     params = job_spec("metadata", "/x", FLAT)["params"]
-    good = {name: (80, 0.01) for name in metadata.CYCLE}
+    good = {name: (80, 0.01, 0.008) for name in metadata.CYCLE}
     assert metadata.check_counts(good, params) == 2
     with pytest.raises(PointFailed, match="file_stat: 79 operations, expected 2 cycles x 40"):
-        metadata.check_counts({**good, "file_stat": (79, 0.01)}, params)
+        metadata.check_counts({**good, "file_stat": (79, 0.01, 0.008)}, params)
     with pytest.raises(PointFailed, match="reported phases"):
         metadata.check_counts({k: v for k, v in good.items() if k != "dir_stat"}, params)
     with pytest.raises(PointFailed, match="too short to time"):
-        metadata.phase_metrics({"dir_stat": (40, 0.0)})
+        metadata.phase_metrics({"dir_stat": (40, 0.0, 0.0)})
     with pytest.raises(PointFailed, match="unexpected line"):
-        metadata.parse_phases("dir_stat 40\n")
+        metadata.parse_phases("dir_stat 40 0.01\n")
 
 
 def test_tree_sizes_and_the_cap_on_leaves():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import resource
 import time
 from datetime import UTC, datetime
 
@@ -47,21 +48,37 @@ def no_value(status: str, reason: str) -> dict:
     return {"metric": "status", "value": math.nan, "unit": "", "status": status, "reason": reason}
 
 
-#: the metric of :func:`whole_run_timed`
+#: the metrics of :func:`whole_run_timed`
 JOB_TIME = "job_time"
+JOB_CPU_TIME = "job_cpu_time"
+
+
+def cpu_seconds() -> float:
+    """User and system CPU time of this process and the children it has waited for."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def whole_run_timed(run):
     """``run(job)`` that also reports its own wall time as ``job_time`` (s): the span over
     which a traced run counts the job's calls, setup and all (a case copied, meshed and
-    decomposed as well as solved), so that its time and its calls are of the same work."""
+    decomposed as well as solved), so that its time and its calls are of the same work.
+    Its CPU time over the same span (``job_cpu_time``, s) is the time a slow tier's waits
+    do not add to (tierbench.predict)."""
 
     @functools.wraps(run)
     def timed(job):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         metrics = run(job)
         if metrics and all(m["status"] == OK for m in metrics):
-            metrics = [*metrics, metric(JOB_TIME, time.perf_counter() - start, "s")]
+            metrics = [
+                *metrics,
+                metric(JOB_TIME, time.perf_counter() - start, "s"),
+                metric(JOB_CPU_TIME, cpu_seconds() - cpu, "s"),
+            ]
         return metrics
 
     return timed

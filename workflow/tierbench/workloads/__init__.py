@@ -152,6 +152,9 @@ class Workload:
     #: the metric (s) that times one whole run, the span a traced run counts the job's calls
     #: over: its time on a tier it did not run on is predicted from it (tierbench.predict)
     run_time: str = ""
+    #: the metric (s) of the same run's CPU time, user and system: what the job computed,
+    #: which waiting for a slow tier does not add to (tierbench.predict)
+    run_cpu_time: str = ""
     #: where its writes go on a tier with a device behind it: ``page_cache(params, limits)``,
     #: limits the node's tierbench.pagecache.memory_limits (None: not read), returns
     #: tierbench.pagecache.result(...), mostly buffered_write(...). None: its points' page

@@ -634,6 +634,7 @@ WORKLOAD = Workload(
     summary="any command line, run in a fresh folder on the tier after its inputs are copied in",
     headline=("wall_time",),
     run_time="wall_time",
+    run_cpu_time="cpu_time",
     run=run,
     tools=(Tool("bash"),),
     check_params=check_params,

@@ -130,6 +130,8 @@ def _job_metrics(job: dict) -> list[dict]:
                 metrics.append(_metric(f"fsync_lat_{label}", percentiles[key] / 1000, "us"))
     if not metrics:
         raise PointFailed("fio moved no data")
+    if "usr_cpu" in job and "sys_cpu" in job:  # of its time, how much fio spent on a CPU
+        metrics.append(_metric("cpu_usage", job["usr_cpu"] + job["sys_cpu"], "%"))
     return metrics
 
 

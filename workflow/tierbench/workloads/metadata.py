@@ -12,8 +12,11 @@ deep (``tree_create``, removed at the end: ``tree_remove``), and spreads the
 items over its leaves. The cycle repeats until ``min_time`` seconds have
 passed, so a fast tier's phases last long enough to be timed.
 
-Each phase gives its rate (``<phase>_rate``, ops/s) and its cost per
-operation (``<phase>_cost``, us), the phase's time over its operations.
+Each phase gives its rate (``<phase>_rate``, ops/s), its cost per operation
+(``<phase>_cost``, us), the phase's time over its operations, and the CPU time
+one operation took (``<phase>_cpu``, us: the loop's own, user and system). On
+a local tier the two are close; on a network or FUSE tier most of a call is
+spent waiting, and ``tierbench.predict`` needs to know how much was not.
 
 What is measured is the call through the VFS, nothing below it unless it
 waits: the loop runs right after the files were made, so the dentry and inode
@@ -118,19 +121,19 @@ def command(binary: Path, root: Path, params: dict) -> list[str]:
     ]
 
 
-def parse_phases(text: str) -> dict[str, tuple[int, float]]:
-    """The loop's lines ``<phase> <ops> <seconds>``, by phase."""
+def parse_phases(text: str) -> dict[str, tuple[int, float, float]]:
+    """The loop's lines ``<phase> <ops> <seconds> <cpu seconds>``, by phase."""
     found = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) != 3:
+        if len(parts) != 4:
             raise PointFailed(f"the metadata loop printed an unexpected line: {line!r}")
-        name, ops, seconds = parts
-        found[name] = (int(ops), float(seconds))
+        name, ops, seconds, cpu = parts
+        found[name] = (int(ops), float(seconds), float(cpu))
     return found
 
 
-def check_counts(phases: dict[str, tuple[int, float]], params: dict) -> int:
+def check_counts(phases: dict[str, tuple], params: dict) -> int:
     """Every phase ran, the same whole number of cycles of ``items``; returns the cycles."""
     expected = set(CYCLE) | (set(TREE_PHASES) if params["layout"] == "tree" else set())
     if set(phases) != expected:
@@ -150,14 +153,15 @@ def check_counts(phases: dict[str, tuple[int, float]], params: dict) -> int:
     return cycles
 
 
-def phase_metrics(phases: dict[str, tuple[int, float]]) -> list[dict]:
-    """Per phase its rate (ops/s) and cost per operation (us)."""
+def phase_metrics(phases: dict[str, tuple[int, float, float]]) -> list[dict]:
+    """Per phase its rate (ops/s), cost per operation (us) and the CPU time of one (us)."""
     found = []
-    for name, (ops, seconds) in phases.items():
+    for name, (ops, seconds, cpu) in phases.items():
         if seconds <= 0:
             raise PointFailed(f"{name}: {ops} operations in {seconds} s, too short to time")
         found.append(metric(f"{name}_rate", ops / seconds, "ops/s"))
         found.append(metric(f"{name}_cost", seconds / ops * 1e6, "us"))
+        found.append(metric(f"{name}_cpu", cpu / ops * 1e6, "us"))
     return found
 
 

@@ -104,7 +104,7 @@ from ... import syscalls
 from ...cluster import in_job_step
 from ...errors import PointFailed, PointNotApplicable
 from ...job import Job
-from ...records import JOB_TIME, metric, whole_run_timed
+from ...records import JOB_CPU_TIME, JOB_TIME, metric, whole_run_timed
 from .. import Tool, Workload
 from . import foamcase
 from .cfd_launch import (
@@ -681,6 +681,7 @@ WORKLOAD = Workload(
     list_params=("prepare",),
     headline=("time_per_step",),
     run_time=JOB_TIME,
+    run_cpu_time=JOB_CPU_TIME,
     mpi=True,
     check_params=check_params,
     planned_bytes=planned_bytes,
