@@ -46,26 +46,40 @@ class Database:
         self.conn.commit()
         return run_id
 
-    def costs(self, machine: str, tiers: dict[str, tuple[dict, float, float]]) -> str:
-        """tier -> (phase costs in us, fsync'd create in us, MB/s): a default study's run."""
+    def costs(
+        self, machine: str, tiers: dict[str, tuple[dict, float, float]], busy: dict | None = None
+    ) -> str:
+        """tier -> (phase costs in us, fsync'd create in us, MB/s): a default study's run.
+        ``busy``: tier -> the share of those costs spent on a CPU (the calls' CPU time)."""
         rows = []
         for tier, (phases, fsynced, bandwidth) in tiers.items():
+            share = (busy or {}).get(tier)
             for fsync in (False, True):
                 params = json.dumps({"layout": "flat", "fsync": fsync, "file_size": 0})
                 costs = phases if not fsync else {"file_create": fsynced}
                 for phase, cost in costs.items():
                     rows += repeated(tier, "metadata", "metadata", params, f"{phase}_cost", cost)
+                    if share is not None:
+                        cpu = cost * share
+                        rows += repeated(tier, "metadata", "metadata", params, f"{phase}_cpu", cpu)
             params = json.dumps(
                 {"rw": "write", "block_size": "64k", "io_mode": "buffered", "numjobs": 1}
             )
             rows += repeated(tier, "sequential", "fio", params, "write_bandwidth", bandwidth)
+            if share is not None:
+                rows += repeated(tier, "sequential", "fio", params, "cpu_usage", 100 * share)
         return self.run(machine, "default", rows)
 
-    def job(self, machine: str, times: dict, traced_on: str, profile=PROFILE, noise=NOISE) -> str:
+    def job(
+        self, machine: str, times: dict, traced_on: str, profile=PROFILE, noise=NOISE, cpu=None
+    ) -> str:
+        """times, cpu: tier -> the job's time and CPU time there (s)."""
         params = json.dumps({"command": "make files"})
         rows = []
         for tier, seconds in times.items():
             rows += repeated(tier, "files", "command", params, "wall_time", seconds, noise)
+        for tier, seconds in (cpu or {}).items():
+            rows += repeated(tier, "files", "command", params, "cpu_time", seconds, noise)
         rows += [
             {"experiment": "files_traced", "workload": "command", "tier": traced_on,
              "tier_class": traced_on, "point": "single", "params": params, "repetition": 1,
@@ -190,6 +204,38 @@ def test_a_job_mostly_io_where_it_was_profiled_is_told_to_profile_on_a_faster_ti
     db.job("box", times, traced_on="fast")  # the same job, the latest run: profiled on fast
     _, [on_fast] = predicted_rows(db)
     assert on_fast["io_share"] < predict.IO_SHARE_CAUTION and on_fast["caution"] == ""
+
+
+def test_a_job_mostly_waiting_on_a_slow_tier_has_its_rest_read_from_its_cpu_time(db):
+    """On a tier where four fifths of its time is I/O, the time minus the I/O carries the
+    costs' error four times over; the CPU time, which waiting does not add to, does not."""
+    busy = {"fast": 1.0, "slow": 0.05}  # a call on slow waits 95 % of its time
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)}, busy)
+    io_fast, io_slow = io_of(FAST, 200.0, 2000.0), io_of(SLOW, 5000.0, 500.0)
+    rest = io_slow / 4
+    # the same job on slow waited 10 % longer than its calls cost the benchmarks: the
+    # time-minus-I/O rest would carry all of that, the CPU time none of it
+    times = {"fast": rest + io_fast, "slow": rest + 1.1 * io_slow}
+    cpu = {"slow": rest + 0.05 * io_slow}
+    db.job("box", times, traced_on="slow", cpu=cpu)
+    [row], [job] = predicted_rows(db)
+    assert job["rest_from"] == "cpu" and job["caution"] == ""
+    assert job["rest"] == pytest.approx(rest, rel=1e-6)
+    assert row["tier"] == "fast" and row["predicted"] == pytest.approx(rest + io_fast, rel=1e-6)
+    assert row["check"] == predict.HOLDS
+    assert "(from its CPU time)" in predict.lines({"jobs": [job], "rows": []})[0]
+
+
+def test_a_parallel_job_keeps_the_time_minus_io_and_is_told_why(db):
+    busy = {"fast": 1.0, "slow": 0.05}
+    db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)}, busy)
+    io_slow = io_of(SLOW, 5000.0, 500.0)
+    rest = io_slow / 4
+    # 8 cores busy during its compute: CPU time above its time
+    db.job("box", {"slow": rest + io_slow}, traced_on="slow", cpu={"slow": 8 * rest})
+    _, [job] = predicted_rows(db)
+    assert job["rest_from"] == "time" and job["rest"] == pytest.approx(rest, rel=1e-6)
+    assert "computed on several cores at once" in job["caution"]
 
 
 def test_a_job_timed_but_not_traced_is_not_predicted(db):

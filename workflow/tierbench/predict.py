@@ -13,6 +13,15 @@ operation and its writes by size, :mod:`tierbench.syscalls`) is split in two:
   ``io_mode: buffered``; a write under 4 KiB costs what a 4 KiB one does);
 - the rest, its time that does not depend on the tier.
 
+The rest is the job's time minus that I/O while the I/O is under half its time
+on A. Above half, that difference is of two near numbers and carries the
+costs' error several times over; the rest is then read from the job's CPU time
+instead (the workload's ``run_cpu_time``: its user and system time, which a
+wait for a slow tier does not add to) minus the CPU time its calls took on A
+(the metadata workload's ``<phase>_cpu``, fio's ``cpu_usage`` of a write's
+time). That needs the job to have computed on one core at a time (CPU time
+not above its time); a parallel job keeps the difference, with a caution.
+
 On tier B of any machine in the results database the job is predicted to take
 the rest plus its I/O at B's costs. Each tier's costs are its latest run's
 (the default study measures them). The 95% interval is a seeded bootstrap over
@@ -85,7 +94,8 @@ class TierCosts:
     machine: str
     tier: str
     tier_class: str
-    #: "op:<phase>" (s per call), "op:file_create_fsync" (s), "bw:<block bytes>" (B/s)
+    #: "op:<phase>" (s per call), "op:file_create_fsync" (s), "bw:<block bytes>" (B/s); the
+    #: CPU time of the same: "cpu:<phase>" (s per call), "cpu_usage:<block bytes>" (fraction)
     samples: dict[str, intervals.Sample] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
 
@@ -112,6 +122,8 @@ class Job:
     metric: str
     time: intervals.Sample
     profile: dict[str, float]
+    #: its CPU time in the same repetitions, where its workload reports one
+    cpu: intervals.Sample | None = None
 
 
 # --- reading the database ------------------------------------------------------------------
@@ -180,11 +192,12 @@ def _metadata_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
     ]
     for fsynced, part in chosen.groupby("fsync"):
         for op in PHASE_OPERATIONS if not fsynced else ("file_create",):
-            values = part[part["metric"] == f"{op}_cost"]
-            if not values.empty:
-                key = f"op:{FSYNCED_CREATE}" if fsynced else f"op:{op}"
-                costs.samples[key] = _sample(values, 1e-6)
-                costs.runs.add(str(values["run_id"].iloc[0]))
+            name = FSYNCED_CREATE if fsynced else op
+            for suffix, prefix in (("cost", "op"), ("cpu", "cpu")):
+                values = part[part["metric"] == f"{op}_{suffix}"]
+                if not values.empty:
+                    costs.samples[f"{prefix}:{name}"] = _sample(values, 1e-6)
+                    costs.runs.add(str(values["run_id"].iloc[0]))
 
 
 def _latest_first(started) -> float:
@@ -192,6 +205,7 @@ def _latest_first(started) -> float:
 
 
 def _write_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
+    usage = rows[rows["metric"] == "cpu_usage"]
     rows = rows[rows["metric"] == "write_bandwidth"]
     if rows.empty:
         return
@@ -209,6 +223,10 @@ def _write_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
         latest = latest[latest["point"] == latest["point"].iloc[0]]
         costs.samples[f"bw:{int(block)}"] = _sample(latest, 1e6)  # MB/s -> B/s
         costs.runs.add(str(latest["run_id"].iloc[0]))
+        busy = usage[(usage["run_id"] == latest["run_id"].iloc[0])]
+        busy = busy[busy["point"] == latest["point"].iloc[0]]
+        if not busy.empty:
+            costs.samples[f"cpu_usage:{int(block)}"] = _sample(busy, 0.01)  # % -> fraction
 
 
 def jobs_of_run(conn: sqlite3.Connection, run: dict) -> list[Job]:
@@ -218,6 +236,7 @@ def jobs_of_run(conn: sqlite3.Connection, run: dict) -> list[Job]:
     found = []
     for (workload, params), group in rows.groupby(["workload", "params"], sort=True):
         metric = getattr(workloads.get(workload), "run_time", "")
+        cpu_metric = getattr(workloads.get(workload), "run_cpu_time", "")
         if not metric:
             continue
         traced_experiments = set(group[group["metric"].str.startswith(OPS_PREFIX)]["experiment"])
@@ -228,11 +247,17 @@ def jobs_of_run(conn: sqlite3.Connection, run: dict) -> list[Job]:
             if counts.empty:
                 continue
             profile = counts.groupby("metric")["value"].median().to_dict()
+            cpu = group[
+                (group["metric"] == cpu_metric)
+                & (group["experiment"] == experiment)
+                & (group["tier"] == tier)
+            ]
             found.append(
                 Job(
                     run_id=run["run_id"], machine=run["machine"], study=run["study"],
                     experiment=experiment, workload=workload, point=str(times["point"].iloc[0]),
                     params=params, tier=tier, metric=metric, time=_sample(times), profile=profile,
+                    cpu=_sample(cpu) if cpu_metric and len(cpu) == len(times) else None,
                 )
             )  # fmt: skip
     return found
@@ -308,9 +333,24 @@ def io_seconds(terms: list[tuple], medians) -> np.ndarray:
             total = total + term[1] * medians(term[2])
         elif term[0] == "fsync":
             total = total + term[1] * np.maximum(medians(term[2]) - medians(term[3]), 0.0)
+        elif term[0] == "busy":  # bytes' time at a bandwidth times the CPU's share of it
+            total = total + term[1] / medians(term[2]) * medians(term[3])
         else:
             total = total + term[1] / medians(term[2])
     return np.asarray(total, dtype=float)
+
+
+def cpu_terms(terms: list[tuple], costs: TierCosts) -> list[tuple] | None:
+    """The CPU time of the same I/O as terms over the tier's CPU costs; None when the tier
+    has no CPU cost for one of them (results from before they were measured)."""
+    found = []
+    for term in terms:
+        if term[0] == "bytes":
+            found.append(("busy", term[1], term[2], "cpu_usage:" + term[2][3:]))
+        else:
+            found.append((term[0], term[1], *("cpu:" + key[3:] for key in term[2:])))
+    keys = {key for term in found for key in term[2:] if not key.startswith("bw:")}
+    return found if keys <= set(costs.samples) else None
 
 
 def io_at_medians(terms: list[tuple], costs: TierCosts) -> float:
@@ -326,27 +366,42 @@ class Model:
     index: dict[str, int]
     source: list[tuple]
     target: list[tuple]
+    #: the CPU time of the job's I/O on A, when its rest is read from its CPU time
+    source_cpu: list[tuple] | None = None
 
     @classmethod
-    def of(cls, job: Job, source: TierCosts, target: TierCosts) -> tuple[Model | None, str]:
+    def of(
+        cls, job: Job, source: TierCosts, target: TierCosts, from_cpu: bool = False
+    ) -> tuple[Model | None, str]:
         source_terms, why = io_terms(job.profile, source)
         if why:
             return None, why
         target_terms, why = io_terms(job.profile, target)
         if why:
             return None, why
+        source_cpu = cpu_terms(source_terms, source) if from_cpu else None
         samples, index = [job.time], {"time": 0}
-        for side, costs, terms in (("a", source, source_terms), ("b", target, target_terms)):
+        if source_cpu is not None:
+            index["cpu"] = len(samples)
+            samples.append(job.cpu)
+        sides = [("a", source, source_terms), ("b", target, target_terms)]
+        sides += [("a", source, source_cpu)] if source_cpu is not None else []
+        for side, costs, terms in sides:
             for key in sorted({k for t in terms for k in t[2:]}):
-                index[f"{side}:{key}"] = len(samples)
-                samples.append(costs.samples[key])
-        return cls(samples, index, source_terms, target_terms), ""
+                if f"{side}:{key}" not in index:
+                    index[f"{side}:{key}"] = len(samples)
+                    samples.append(costs.samples[key])
+        return cls(samples, index, source_terms, target_terms, source_cpu), ""
 
     def column(self, medians: np.ndarray, side: str):
         return lambda key: medians[:, self.index[f"{side}:{key}"]]
 
     def rest(self, medians: np.ndarray) -> np.ndarray:
-        """The job's time that does not depend on the tier: its time minus its I/O on A."""
+        """The job's time that does not depend on the tier: its time minus its I/O on A, or
+        its CPU time minus its I/O's CPU time on A."""
+        if self.source_cpu is not None:
+            cpu = medians[:, self.index["cpu"]]
+            return cpu - io_seconds(self.source_cpu, self.column(medians, "a"))
         time = medians[:, self.index["time"]]
         return time - io_seconds(self.source, self.column(medians, "a"))
 
@@ -355,11 +410,13 @@ class Model:
 
 
 def predict_one(
-    job: Job, source: TierCosts, target: TierCosts, measured, no_rest: str = ""
+    job: Job, source: TierCosts, target: TierCosts, measured, entry: dict | None = None
 ) -> dict:
     """One row: the job on ``target``, predicted from its run on ``source``; beside what it
-    measured there (``measured``: a Sample, or None). ``no_rest``: why the job has no time
-    left once its I/O on ``source`` is taken away (:func:`job_entry`), and so no prediction."""
+    measured there (``measured``: a Sample, or None). ``entry``: the job's
+    :func:`job_entry`, which says how its rest is read and why it has none."""
+    entry = entry or {}
+    no_rest = entry.get("reason", "") if entry.get("rest") is not None else ""
     row = {
         "experiment": job.experiment,
         "workload": job.workload,
@@ -381,7 +438,7 @@ def predict_one(
         "reason": "",
         "cost_runs": sorted(target.runs),
     }
-    model, why = Model.of(job, source, target)
+    model, why = Model.of(job, source, target, entry.get("rest_from") == "cpu")
     if model is None or no_rest:
         row["reason"] = why or no_rest
         return row
@@ -439,6 +496,7 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
         "rest_low": None,
         "rest_high": None,
         "io_share": None,
+        "rest_from": "time",
         "caution": "",
         "reason": "",
     }
@@ -449,25 +507,50 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
     if model is None:
         entry["reason"] = why
         return entry
-    rest = intervals.of_medians(model.samples, model.rest)
     io = io_at_medians(model.source, source)
-    entry.update(rest=rest.estimate, rest_low=rest.low, rest_high=rest.high)
     entry["io_share"] = io / job.time.median if job.time.median else None
-    if entry["io_share"] is not None and entry["io_share"] > IO_SHARE_CAUTION:
-        entry["caution"] = (
-            f"{100 * entry['io_share']:.0f} % of its time on {job.tier} is I/O at that tier's "
-            "costs: the time left is a difference of two near numbers, and its predictions for "
-            "faster tiers carry those costs' error several times over; profile it on a faster "
-            "tier"
-        )
+    mostly_io = entry["io_share"] is not None and entry["io_share"] > IO_SHARE_CAUTION
+    if mostly_io:
+        from_cpu, why_not = rest_from_cpu(job, source, model)
+        if from_cpu:
+            model = Model.of(job, source, source, from_cpu=True)[0]
+            entry["rest_from"] = "cpu"
+        else:
+            entry["caution"] = (
+                f"{100 * entry['io_share']:.0f} % of its time on {job.tier} is I/O at that "
+                f"tier's costs, and {why_not}: the time left is a difference of two near "
+                "numbers, and its predictions for faster tiers carry those costs' error "
+                "several times over; profile it on a faster tier"
+            )
+    rest = intervals.of_medians(model.samples, model.rest)
+    entry.update(rest=rest.estimate, rest_low=rest.low, rest_high=rest.high)
     if rest.estimate is None or rest.estimate <= 0:
+        if entry["rest_from"] == "cpu":
+            io_cpu = io_at_medians(model.source_cpu, source)
+            said = f"its calls' CPU time on {job.tier} at the benchmarks' costs ({io_cpu:.3g} s)"
+            whole = f"its CPU time there ({job.cpu.median:.3g} s)"
+        else:
+            said = f"its I/O on {job.tier} at the benchmarks' costs ({io:.3g} s)"
+            whole = f"its whole time there ({job.time.median:.3g} s)"
         entry["reason"] = (
-            f"its I/O on {job.tier} at the benchmarks' costs "
-            f"({io:.3g} s) is not less than its whole time "
-            f"there ({job.time.median:.3g} s): its calls overlapped, or cost it less than they "
-            "cost the benchmarks"
+            f"{said} is not less than {whole}: its calls overlapped, or cost it less than "
+            "they cost the benchmarks"
         )
     return entry
+
+
+def rest_from_cpu(job: Job, source: TierCosts, model: Model) -> tuple[bool, str]:
+    """Can the job's rest be read from its CPU time? If not, why not."""
+    if job.cpu is None:
+        return False, "no CPU time of its whole run was recorded"
+    if job.cpu.median > job.time.median:
+        return False, (
+            f"its CPU time ({job.cpu.median:.3g} s) is above its time: it computed on several "
+            "cores at once, so its CPU time does not stand for its time"
+        )
+    if cpu_terms(model.source, source) is None:
+        return False, f"{source.machine}/{source.tier} has no CPU cost of its calls measured"
+    return True, ""
 
 
 def predictions(
@@ -486,10 +569,9 @@ def predictions(
             if source is None:
                 continue
             measured = measured_times(conn, job)
-            no_rest = entry["reason"] if entry["rest"] is not None else ""
             for key, target in targets.items():
                 if key != (job.machine, job.tier):
-                    rows.append(predict_one(job, source, target, measured.get(key), no_rest))
+                    rows.append(predict_one(job, source, target, measured.get(key), entry))
     return {
         "generated_at": utc_now(),
         "band": [BAND.low, BAND.high],
@@ -534,7 +616,9 @@ def lines(found: dict) -> list[str]:
         out.append(
             f"{job['machine']} {job['study']} {job['experiment']} [{job['point']}], profiled on "
             f"{job['tier']}: {_seconds(job['time'])}, of which {_seconds(job['rest'])} does not "
-            "depend on the tier" + (f" ({job['reason']})" if job["reason"] else "")
+            "depend on the tier"
+            + (" (from its CPU time)" if job["rest_from"] == "cpu" else "")
+            + (f" ({job['reason']})" if job["reason"] else "")
         )
         if job["caution"]:
             out.append(f"  caution: {job['caution']}")
