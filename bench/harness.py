@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import socket
 import statistics
@@ -223,6 +224,20 @@ def copy_pipeline(scratch: Path, name: str, origin: Path = REPO) -> Path:
         else:
             shutil.copy2(source, root / entry)
     return root
+
+
+def set_top_level(path: Path, key: str, change) -> bool:
+    """A YAML file's top-level ``key:`` set to ``change(its value as written)``; whether it
+    had one. A text edit, not a YAML round trip: comments and anchors stay as they are."""
+    text, found = re.subn(
+        rf"^{re.escape(key)}:[ \t]*(.*)$",
+        lambda m: f"{key}: {change(m.group(1))}",
+        path.read_text(),
+        flags=re.MULTILINE,
+    )
+    if found:
+        path.write_text(text)
+    return bool(found)
 
 
 # ---------------------------------------------------------------- the machine

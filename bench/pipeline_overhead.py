@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import REPO, copy_pipeline, log, row, snakemake
+from harness import REPO, copy_pipeline, log, row, set_top_level, snakemake
 
 SIZES = {
     "full": {"dry_rounds": 3, "noop_jobs": 20, "noop_rounds": 3},
@@ -57,17 +57,13 @@ def dry_runs(root: Path, rounds: int) -> tuple[list[float], int]:
 
 
 def multiply_repetitions(root: Path, factor: int) -> None:
-    """The synthetic matrix: every study's (and the default's) repetitions times ``factor``."""
+    """The synthetic matrix: every study's (and the default's) repetitions times ``factor``,
+    a number's or both bounds of a ``{min, max}``."""
     files = [root / "config/config.yaml", *sorted((root / "config/studies").glob("*.yaml"))]
     for path in files:
-        text = path.read_text()
-        text = re.sub(
-            r"^repetitions:\s*(\d+)",
-            lambda m: f"repetitions: {int(m.group(1)) * factor}",
-            text,
-            flags=re.MULTILINE,
+        set_top_level(
+            path, "repetitions", lambda old: re.sub(r"\d+", lambda n: str(int(n[0]) * factor), old)
         )
-        path.write_text(text)
 
 
 def dry_run_rows(rounds: int, scratch: Path, goal) -> list[dict]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -35,7 +34,17 @@ from collections import Counter
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness import PIPELINE_FILES, REPO, at_least, at_most, copy_pipeline, log, row, snakemake
+from harness import (
+    PIPELINE_FILES,
+    REPO,
+    at_least,
+    at_most,
+    copy_pipeline,
+    log,
+    row,
+    set_top_level,
+    snakemake,
+)
 
 #: what a run on the cluster adds to the snakemake command (as tests/test_slurm.py)
 CLUSTER_ARGS = [
@@ -280,12 +289,9 @@ def set_in_studies(root: Path, studies: list[str], settings: dict[str, str]) -> 
     """Top-level settings of the named study files of a copy of the pipeline replaced."""
     for study in studies:
         path = root / "config" / "studies" / f"{study}.yaml"
-        text = path.read_text()
         for key, value in settings.items():
-            text, found = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, flags=re.MULTILINE)
-            if found != 1:
+            if not set_top_level(path, key, lambda _old, value=value: value):
                 raise RuntimeError(f"{path}: no top-level {key}: to set")
-        path.write_text(text)
 
 
 def repeatability(
