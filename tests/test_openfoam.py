@@ -285,6 +285,7 @@ def test_step_statistics_leave_out_the_first_and_warmup_iterations():
     assert stats["time_per_step_median"] == pytest.approx(2)
     assert stats["run_time"] == pytest.approx(8)
     assert stats["cpu_time_per_step"] == pytest.approx(0.1)
+    assert stats["solver_cpu_time"] == pytest.approx(0.6)  # the last ExecutionTime: all of it
     no_warmup = openfoam_log.step_statistics(iterations, stamps, warmup_steps=0, writing=[])
     assert no_warmup["measured_steps"] == 5  # the first has no start in the log
     assert "time_per_step_write" not in no_warmup

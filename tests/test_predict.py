@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from tierbench import predict, resultsdb
+from tierbench.records import CPU_TIME_ELSEWHERE, JOB_CPU_TIME, JOB_TIME, metric, whole_run_timed
+from tierbench.workloads.cfd import openfoam
 
 #: costs per tier: us per call of each metadata phase, the fsync'd create's, MB/s at 64 KiB
 FAST = {"file_create": 10.0, "file_stat": 2.0, "file_read": 4.0, "file_rename": 8.0,
@@ -287,3 +291,19 @@ def test_resampled_costs_give_every_prediction_a_finite_interval(db):
     [row] = predicted_rows(db)[0]
     assert np.isfinite([row["low"], row["high"], row["ratio_low"], row["ratio_high"]]).all()
     assert isinstance(db.conn, sqlite3.Connection)
+
+
+def test_a_whole_runs_cpu_time_counts_its_children_and_what_its_steps_report():
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+
+    def run(job):
+        subprocess.run([sys.executable, "-c", busy], check=True)
+        return [metric("x", 1.0, "s"), metric(CPU_TIME_ELSEWHERE, 2.0, "s")]
+
+    found = {m["metric"]: m["value"] for m in whole_run_timed(run)(None)}
+    assert found[JOB_CPU_TIME] >= 2.3  # the child's 0.3 s, and the 2 s reported from elsewhere
+    assert found[JOB_CPU_TIME] - 2.0 <= found[JOB_TIME] + 0.05  # here: one core at a time
+    assert JOB_CPU_TIME not in {m["metric"] for m in whole_run_timed(run, cpu=False)(None)}
+    # srun's ranks are a job step's, not this job's children: OpenFOAM reports their CPU time
+    assert openfoam.launched_elsewhere("srun --mpi=pmix")
+    assert not openfoam.launched_elsewhere("mpiexec")

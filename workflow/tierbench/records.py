@@ -51,6 +51,9 @@ def no_value(status: str, reason: str) -> dict:
 #: the metrics of :func:`whole_run_timed`
 JOB_TIME = "job_time"
 JOB_CPU_TIME = "job_cpu_time"
+#: a run's CPU time in processes that are not this one's children (an srun step's ranks),
+#: as they report it themselves: added to its ``job_cpu_time``
+CPU_TIME_ELSEWHERE = "cpu_time_elsewhere"
 
 
 def cpu_seconds() -> float:
@@ -62,23 +65,23 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def whole_run_timed(run):
+def whole_run_timed(run, cpu: bool = True):
     """``run(job)`` that also reports its own wall time as ``job_time`` (s): the span over
     which a traced run counts the job's calls, setup and all (a case copied, meshed and
     decomposed as well as solved), so that its time and its calls are of the same work.
-    Its CPU time over the same span (``job_cpu_time``, s) is the time a slow tier's waits
-    do not add to (tierbench.predict)."""
+    With ``cpu``, its CPU time over the same span (``job_cpu_time``, s: its own, its
+    children's and what ``run`` reports as ``cpu_time_elsewhere``), the time a slow tier's
+    waits do not add to (tierbench.predict); without, for a run whose processes cannot tell."""
 
     @functools.wraps(run)
     def timed(job):
-        start, cpu = time.perf_counter(), cpu_seconds()
+        start, used = time.perf_counter(), cpu_seconds()
         metrics = run(job)
         if metrics and all(m["status"] == OK for m in metrics):
-            metrics = [
-                *metrics,
-                metric(JOB_TIME, time.perf_counter() - start, "s"),
-                metric(JOB_CPU_TIME, cpu_seconds() - cpu, "s"),
-            ]
+            metrics = [*metrics, metric(JOB_TIME, time.perf_counter() - start, "s")]
+            if cpu:
+                elsewhere = sum(m["value"] for m in metrics if m["metric"] == CPU_TIME_ELSEWHERE)
+                metrics.append(metric(JOB_CPU_TIME, cpu_seconds() - used + elsewhere, "s"))
         return metrics
 
     return timed

@@ -52,7 +52,7 @@ from pathlib import Path
 from ... import native, syscalls
 from ...errors import PointFailed, PointNotApplicable
 from ...job import Job
-from ...records import JOB_CPU_TIME, JOB_TIME, metric, whole_run_timed
+from ...records import JOB_TIME, metric, whole_run_timed
 from .. import Pair, Tool, Workload
 from . import foam
 from .cfd_launch import (
@@ -458,7 +458,6 @@ WORKLOAD = Workload(
     summary="OpenFOAM-style MPI output: ranks x steps, write interval, ensembles",
     headline=("time_per_step",),
     run_time=JOB_TIME,
-    run_cpu_time=JOB_CPU_TIME,
     stands_for=Pair(
         proxy="cfd_proxy",
         real="openfoam",
@@ -480,7 +479,8 @@ WORKLOAD = Workload(
         own_input=("case",),
         alone="time_per_step_alone",
     ),
-    run=whole_run_timed(run),
+    # its ranks, under srun a job step's, do not report their CPU time
+    run=whole_run_timed(run, cpu=False),
     family="cfd",
     env="cfd",
     tools=(Tool("mpiexec"),),

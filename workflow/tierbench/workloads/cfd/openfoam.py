@@ -104,7 +104,7 @@ from ... import syscalls
 from ...cluster import in_job_step
 from ...errors import PointFailed, PointNotApplicable
 from ...job import Job
-from ...records import JOB_CPU_TIME, JOB_TIME, metric, whole_run_timed
+from ...records import CPU_TIME_ELSEWHERE, JOB_CPU_TIME, JOB_TIME, metric, whole_run_timed
 from .. import Tool, Workload
 from . import foamcase
 from .cfd_launch import (
@@ -597,11 +597,22 @@ def run(job: Job) -> list[dict]:
     if alone is not None:
         job.extra["alone"] = alone
         metrics.append(metric("time_per_step_alone", alone["steps"]["time_per_step"], "s"))
+    if launched_elsewhere(launcher):
+        solved = results + ([alone] if alone is not None else [])
+        cpu = sum(r["steps"]["solver_cpu_time"] for r in solved) * p["ranks"]
+        metrics.append(metric(CPU_TIME_ELSEWHERE, cpu, "s"))
     job.log(
         "per step "
         + ", ".join(f"{m['metric']}={m['value']:.4g}" for m in metrics if m["unit"] == "s")
     )
     return metrics
+
+
+def launched_elsewhere(launcher: str) -> bool:
+    """Does the launcher start the ranks outside this process's children? srun does: they
+    are a job step's, so their CPU time is not in this job's rusage. mpiexec's ranks are its
+    children (it waits for them), so theirs is."""
+    return os.path.basename(shlex.split(launcher)[0]) == "srun"
 
 
 def run_alone(

@@ -230,6 +230,8 @@ def step_statistics(
         "time_per_step_max": max(wall),
         "cpu_time_per_step": mean(s[2] for s in measured),
         "run_time": sum(wall),
+        # the master rank's CPU time from its start to its last iteration (ExecutionTime)
+        "solver_cpu_time": iterations[-1].cpu,
         "measured_steps": len(measured),
         # v1912's own wall clock over the whole run (whole seconds), against the stamps
         "clock_time_total": iterations[-1].clock,
