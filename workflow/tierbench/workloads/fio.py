@@ -130,8 +130,11 @@ def _job_metrics(job: dict) -> list[dict]:
                 metrics.append(_metric(f"fsync_lat_{label}", percentiles[key] / 1000, "us"))
     if not metrics:
         raise PointFailed("fio moved no data")
-    if "usr_cpu" in job and "sys_cpu" in job:  # of its time, how much fio spent on a CPU
-        metrics.append(_metric("cpu_usage", job["usr_cpu"] + job["sys_cpu"], "%"))
+    # of its time, how much fio spent on a CPU; 0 when its run was shorter than what the
+    # kernel's CPU accounting resolves (a tick), which is no reading, so none is given
+    busy = job.get("usr_cpu", 0) + job.get("sys_cpu", 0)
+    if busy > 0:
+        metrics.append(_metric("cpu_usage", busy, "%"))
     return metrics
 
 
