@@ -298,6 +298,22 @@ def mesh_problem(case: Path) -> str | None:
     )
 
 
+def per_file_version(read):
+    """``read(path)`` once per version of the file (its mtime and size): Snakemake plans
+    every job's resources from a case, and a plan reads it for every estimate."""
+
+    @functools.lru_cache(maxsize=32)
+    def once(path: Path, mtime_ns: int, size: int):
+        return read(path)
+
+    @functools.wraps(read)
+    def cached(path: Path):
+        stat = path.stat()
+        return once(path, stat.st_mtime_ns, stat.st_size)
+
+    return cached
+
+
 def cells(case: Path) -> int | None:
     """Cells of the case's mesh where it has one (:func:`mesh_cells`), else of its
     blockMeshDict's blocks; None where neither says before OpenFOAM runs (a blockMeshDict
@@ -305,35 +321,25 @@ def cells(case: Path) -> int | None:
     if has_mesh(case):
         return mesh_cells(existing(case, f"{POLY_MESH}/owner"))
     path = existing(case, BLOCK_MESH)
-    if path is None:
-        return None
-    stat = path.stat()
-    return _block_mesh_cells(path, stat.st_mtime_ns, stat.st_size)
+    return None if path is None else _block_mesh_cells(path)
 
 
-@functools.lru_cache(maxsize=32)
-def _block_mesh_cells(path: Path, mtime_ns: int, size: int) -> int | None:
-    """:func:`cells` of a blockMeshDict once per version of the file: foamlib takes over a
-    second to parse pitzDaily's, and Snakemake plans every job's resources from it."""
+@per_file_version
+def _block_mesh_cells(path: Path) -> int | None:
+    """:func:`cells` of a blockMeshDict (foamlib takes over a second to parse pitzDaily's)."""
     try:
         return block_cells(open_dictionary(path))
     except CaseError:
         return None
 
 
+@per_file_version
 def mesh_cells(owner: Path) -> int | None:
     """Cells of a mesh: one more than the largest label of its ``owner`` list (every cell
     owns a face), read as OpenFOAM reads it: gzipped or not, ascii or binary (the
     header's ``arch`` gives the label's width), with or without the ``note`` some
     writers put in the header (the tutorials' meshes have none). None for an empty
     list; CaseError where the file is no label list."""
-    stat = owner.stat()
-    return _mesh_cells(owner, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=32)
-def _mesh_cells(owner: Path, mtime_ns: int, size: int) -> int | None:
-    """:func:`mesh_cells` once per version of a file: a plan reads it for every estimate."""
     opener = gzip.open if owner.suffix == ".gz" else open
     with opener(owner, "rb") as handle:
         data = handle.read()
