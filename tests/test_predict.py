@@ -217,9 +217,9 @@ def test_a_job_mostly_waiting_on_a_slow_tier_has_its_rest_read_from_its_cpu_time
     db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)}, busy)
     io_fast, io_slow = io_of(FAST, 200.0, 2000.0), io_of(SLOW, 5000.0, 500.0)
     rest = io_slow / 4
-    # the same job on slow waited 10 % longer than its calls cost the benchmarks: the
+    # the same job on slow waited 20 % longer than its calls cost the benchmarks: the
     # time-minus-I/O rest would carry all of that, the CPU time none of it
-    times = {"fast": rest + io_fast, "slow": rest + 1.1 * io_slow}
+    times = {"fast": rest + io_fast, "slow": rest + 1.2 * io_slow}
     cpu = {"slow": rest + 0.05 * io_slow}
     db.job("box", times, traced_on="slow", cpu=cpu)
     [row], [job] = predicted_rows(db)
