@@ -102,11 +102,15 @@ def launch_command(
     return argv
 
 
+def launcher_tool(launcher: str) -> str:
+    """The launcher's program (``srun``, ``mpiexec``, ...), without its path and options."""
+    return os.path.basename(shlex.split(launcher)[0])
+
+
 def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
     """Environment of the launches, and the settings added to it (for the record)."""
     added = {"PYTHONPATH": PACKAGE_DIR}
-    tool = os.path.basename(shlex.split(launcher)[0])
-    if tool in OPEN_MPI_LAUNCHERS and os.geteuid() == 0:
+    if launcher_tool(launcher) in OPEN_MPI_LAUNCHERS and os.geteuid() == 0:
         added["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         added["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     if local and "OMPI_MCA_mpi_yield_when_idle" not in os.environ:

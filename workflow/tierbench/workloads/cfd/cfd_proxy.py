@@ -39,7 +39,6 @@ pairing each point with the baseline of the same tier, ranks and ensemble.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -64,6 +63,7 @@ from .cfd_launch import (
     error_of_mean,
     launch_command,
     launch_env,
+    launcher_tool,
     member_nodes,
     page_cache_rule,
     spans_nodes,
@@ -129,7 +129,7 @@ def start_members(
     gate.mkdir(parents=True)
     local = not under_slurm()
     env, added = launch_env(launcher, local)
-    own_session = os.path.basename(shlex.split(launcher)[0]) in OPEN_MPI_LAUNCHERS
+    own_session = launcher_tool(launcher) in OPEN_MPI_LAUNCHERS
     if own_session:
         added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
@@ -207,7 +207,7 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     out, log_path = control / "calibration.json", folder / "calibration.log"
     local = not under_slurm()
     env, _ = launch_env(launcher, local)
-    own_session = os.path.basename(shlex.split(launcher)[0]) in OPEN_MPI_LAUNCHERS
+    own_session = launcher_tool(launcher) in OPEN_MPI_LAUNCHERS
     session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
     if session:
         env = {**env, **dict.fromkeys(SESSION_VARS, session)}

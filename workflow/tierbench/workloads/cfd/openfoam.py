@@ -87,7 +87,6 @@ files, folders and bytes.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import socket
@@ -115,6 +114,7 @@ from .cfd_launch import (
     copy_output,
     launch_command,
     launch_env,
+    launcher_tool,
     member_nodes,
     page_cache_rule,
     spans_nodes,
@@ -447,7 +447,7 @@ def start(
     _, added = launch_env(launcher, local)
     added.pop("PYTHONPATH", None)  # for cfd_proxy's Python ranks; the solver needs none
     launch = {**env, **added}
-    own_session = os.path.basename(shlex.split(launcher)[0]) in OPEN_MPI_LAUNCHERS
+    own_session = launcher_tool(launcher) in OPEN_MPI_LAUNCHERS
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     origin = time.perf_counter()
     for member in members:
@@ -612,7 +612,7 @@ def launched_elsewhere(launcher: str) -> bool:
     """Does the launcher start the ranks outside this process's children? srun does: they
     are a job step's, so their CPU time is not in this job's rusage. mpiexec's ranks are its
     children (it waits for them), so theirs is."""
-    return os.path.basename(shlex.split(launcher)[0]) == "srun"
+    return launcher_tool(launcher) == "srun"
 
 
 def run_alone(
