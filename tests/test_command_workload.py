@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -246,6 +248,43 @@ def test_a_write_outside_its_run_folder_fails_the_point(tmp_path):
     assert sorted(p.name for p in tier.iterdir()) == ["kept", "stray"]  # only its folder went
     # a file made and removed again, and other run folders, are not counted as outside
     values(run_point(tier, {"command": "touch ../gone && rm ../gone"}))
+
+
+HOLDER = """
+import os, sys, time
+tier, go, ready = sys.argv[1:]
+while not os.path.exists(go):
+    time.sleep(0.02)
+kept = [open(tier + "/segment.0", "a"), open(tier + "/segment.1", "w")]
+for f in kept:
+    f.write("x")
+    f.flush()
+open(ready, "w").close()
+time.sleep(60)
+"""
+
+
+def test_what_another_living_process_holds_there_is_not_the_commands(tmp_path, capfd):
+    """An MPI job beside it keeps its shared-memory segments open at the tier's top level;
+    a file someone removes there leaves nothing behind."""
+    tier, go, ready = tmp_path / "tier", tmp_path / "go", tmp_path / "ready"
+    tier.mkdir()
+    (tier / "segment.0").write_text("another job's\n")
+    (tier / "old").write_text("removed\n")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tier), str(go), str(ready)])
+    try:
+        wait = f"touch {go}; until [ -e {ready} ]; do sleep 0.02; done; rm ../old"
+        record = run_point(tier, {"command": wait, "time_limit": 30})
+    finally:
+        holder.kill()
+        holder.wait()
+    values(record)
+    log = capfd.readouterr().err
+    assert f"not the command's, in {tier}: segment.0 (held by {holder.pid} (python" in log
+    assert (
+        f"segment.1 (held by {holder.pid} (python" in log
+        and f"removed from {tier} while the command ran: old" in log
+    )
 
 
 def test_the_run_folder_is_removed_even_when_the_command_removes_its_marker(tmp_path):

@@ -355,20 +355,61 @@ def shortened(names: list[str], most: int = 5) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def outside_problem(parent: Path, before: dict[str, Entry], after: dict[str, Entry]) -> str | None:
-    """The reason a point fails when the tier's top level changed while the command ran."""
+def holders(parent: Path) -> dict[str, str]:
+    """Entries of the tier's top level that a living process holds open or mapped (name ->
+    "pid (program)"): after the command's processes are gone, another process's, such as
+    the shared-memory segments of an MPI job running beside it."""
+    top = os.path.realpath(parent)
+    held = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        paths = []
+        try:
+            fds = f"/proc/{pid}/fd"
+            paths += [os.readlink(f"{fds}/{fd}") for fd in os.listdir(fds)]
+            with open(f"/proc/{pid}/maps") as maps:
+                fields = (line.split(None, 5) for line in maps)  # a path may hold spaces
+                paths += [field[5].strip() for field in fields if len(field) == 6]
+            program = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:  # another user's process, or one that ended meanwhile
+            continue
+        for path in paths:
+            if os.path.dirname(path) == top:
+                held.setdefault(os.path.basename(path), f"{pid} ({program})")
+    return held
+
+
+def outside_problem(
+    parent: Path, before: dict[str, Entry], after: dict[str, Entry], log=print
+) -> str | None:
+    """The reason a point fails when the command created or changed an entry of the tier's
+    top level. Run after its processes are gone: what a living process holds open, or what
+    is gone again, was another process's; removals are logged only (they leave nothing)."""
+    removed = sorted(set(before) - set(after))
+    if removed:
+        log(f"removed from {parent} while the command ran: {shortened(removed)}")
     changes = {
         "created": sorted(set(after) - set(before)),
-        "removed": sorted(set(before) - set(after)),
         "changed": sorted(n for n in set(before) & set(after) if before[n] != after[n]),
     }
-    said = [f"{what} {shortened(names)}" for what, names in changes.items() if names]
+    if not any(changes.values()):
+        return None
+    now, held = outside(parent, ""), holders(parent)
+    others = sorted(n for names in changes.values() for n in names if n in held or n not in now)
+    if others:
+        why = [f"{n} (held by {held[n]})" if n in held else f"{n} (gone again)" for n in others]
+        log(f"not the command's, in {parent}: {shortened(why)}")
+    said = [
+        f"{what} {shortened([n for n in names if n not in others])}"
+        for what, names in changes.items()
+        if set(names) - set(others)
+    ]
     if not said:
         return None
     return (
         f"the command wrote outside its run folder: in {parent}, {'; '.join(said)} while it "
-        "ran (or another process did, at the same time); a command must write only in its "
-        "working folder. Nothing there was removed: clean it up by hand"
+        "ran (no living process holds them; another process of yours that wrote there and "
+        "closed them would be named too); a command must write only in its working folder. "
+        "Nothing there was removed: clean it up by hand"
     )
 
 
@@ -617,7 +658,9 @@ def run(job: Job) -> list[dict]:
     problem = failure(done, float(params["time_limit"]))
     if problem:
         raise PointFailed(problem)
-    problem = outside_problem(folder.parent, around, outside(folder.parent, folder.name))
+    problem = outside_problem(
+        folder.parent, around, outside(folder.parent, folder.name), log=job.log
+    )
     if problem:
         raise PointFailed(problem)
     wrote = written(before, snapshot(folder))
