@@ -63,7 +63,11 @@ def test_summary_has_median_and_spread(smoke_run):
     root, _ = smoke_run
     summary = pd.read_csv(root / "results/testbox/default/summary.csv")
     ok = summary[summary["status"] == "ok"]
-    assert (ok["n"] == 3).all()
+    # every measured repetition, but fio's CPU usage: a run shorter than the kernel's CPU
+    # accounting tick reads 0 %, which is no reading
+    busy = ok["metric"] == "cpu_usage"
+    assert (ok.loc[~busy, "n"] == 3).all()
+    assert ok.loc[busy, "n"].between(1, 3).all()
     assert ((ok["min"] <= ok["median"]) & (ok["median"] <= ok["max"])).all()
     # the worst case on RAM beats the worst case on disk, measured in the same run
     worst = ok[(ok["experiment"] == "worst_case") & (ok["metric"] == "write_bandwidth")]
