@@ -77,7 +77,7 @@ def workload_rates(tier: Path, items: int, fsync: bool) -> dict[str, float]:
     found = {m["metric"]: m["value"] for m in record["metrics"] if m["status"] == "ok"}
     if not found:
         raise RuntimeError(f"the metadata workload failed: {record['metrics']}")
-    return {phase: found[f"{phase}_rate"] for phase in metadata.CYCLE}
+    return {phase: found[f"{phase}_rate"] for phase in metadata.MDTEST_PHASES}
 
 
 def c_rates(binary: Path, tier: Path, items: int, fsync: bool) -> dict[str, float]:
@@ -153,15 +153,15 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
     for label, tier, items, fsync in size["cases"]:
         where = f"{label}, {items} items" + (", fsync" if fsync else "")
         one_round(INSTRUMENTS, binary, tier, items, fsync)  # warm-up, not counted
-        rates = {name: {phase: [] for phase in metadata.CYCLE} for name in INSTRUMENTS}
+        rates = {name: {phase: [] for phase in metadata.MDTEST_PHASES} for name in INSTRUMENTS}
         for round_ in range(size["rounds"]):
             found = one_round(rotated(INSTRUMENTS, round_), binary, tier, items, fsync)
             for name in INSTRUMENTS:
-                for phase in metadata.CYCLE:
+                for phase in metadata.MDTEST_PHASES:
                     rates[name][phase].append(found[name][phase])
             creates = {name: found[name]["file_create"] for name in INSTRUMENTS}
             log(f"10 {where} round {round_ + 1}: creates a second {creates}")
-        for phase in metadata.CYCLE:
+        for phase in metadata.MDTEST_PHASES:
             own, ref = rates["workload"][phase], rates["c"][phase]
             ratios = [a / b for a, b in zip(own, ref, strict=True)]
             rows.append(
@@ -182,13 +182,14 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
         python = [
             math.exp(
                 statistics.fmean(
-                    math.log(rates["python"][p][k] / rates["c"][p][k]) for p in metadata.CYCLE
+                    math.log(rates["python"][p][k] / rates["c"][p][k])
+                    for p in metadata.MDTEST_PHASES
                 )
             )
             for k in range(size["rounds"])
         ]
         slowest = min(
-            metadata.CYCLE,
+            metadata.MDTEST_PHASES,
             key=lambda p: statistics.median(
                 a / b for a, b in zip(rates["python"][p], rates["c"][p], strict=True)
             ),
@@ -205,7 +206,7 @@ def measure(mode: str, scratch: Path, goal) -> list[dict]:
                 python,
                 None,
                 f"no goal: why the workload's loop is C; its slowest phase {slowest} {slow:.3f}",
-                python_per_s={p: rates["python"][p] for p in metadata.CYCLE},
+                python_per_s={p: rates["python"][p] for p in metadata.MDTEST_PHASES},
             )
         )
     return rows

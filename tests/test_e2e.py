@@ -56,7 +56,7 @@ def test_results_csv_has_values_with_units(smoke_run):
     runs = results.drop_duplicates(["experiment", "tier", "point", "repetition"])
     assert len(runs) == (18 + 4) * 4
     costs = ok[ok["metric"].str.endswith("_cost") & (ok["experiment"] == "metadata")]
-    assert set(costs["unit"]) == {"us"} and len(costs) == 4 * 4 * 10  # 8 phases and the tree's
+    assert set(costs["unit"]) == {"us"} and len(costs) == 4 * 4 * 11  # 9 phases and the tree's
 
 
 def test_summary_has_median_and_spread(smoke_run):

@@ -39,7 +39,10 @@ def test_every_phase_has_a_rate_and_a_cost_and_nothing_is_left(tmp_path, params)
     metrics = by_name(run_point(tmp_path, params))
     phases = metadata.CYCLE + (metadata.TREE_PHASES if params["layout"] == "tree" else ())
     kinds = ("rate", "cost", "cpu")
-    assert set(metrics) == {f"{p}_{kind}" for p in phases for kind in kinds} | {"cycles"}
+    refused = f"{metadata.NOREPLACE}_refused"
+    assert set(metrics) == {f"{p}_{kind}" for p in phases for kind in kinds} | {"cycles", refused}
+    # a local file system renames without replacing; GlusterFS's FUSE client refuses it
+    assert (metrics[refused]["value"], metrics[refused]["unit"]) == (0, "%")
     for phase in phases:
         rate, cost, cpu = (metrics[f"{phase}_{kind}"] for kind in kinds)
         assert (rate["unit"], cost["unit"], cpu["unit"]) == ("ops/s", "us", "us")
@@ -87,7 +90,7 @@ def test_the_kernel_saw_every_operation_the_loop_reports(tmp_path, params):
     assert calls("mkdir", "mkdirat") == phases["dir_create"][0] + folders == items + folders
     # folders and files removed (rmdir and unlink are both unlinkat on some architectures)
     assert calls("rmdir", "unlink", "unlinkat") == items + folders + items
-    assert calls("rename", "renameat", "renameat2") == items
+    assert calls("rename", "renameat", "renameat2") == 2 * items  # there and back
     assert calls("fsync") == (items if params["fsync"] else 0)
     # every file opened twice (created, read), besides what the loader opens
     assert items * 2 <= calls("open", "openat") <= items * 2 + 10
@@ -187,4 +190,21 @@ def test_the_figure_has_a_panel_per_point_and_says_each_in_words(tmp_path, monke
     monkeypatch.setattr(plotting, "save", keep)
     (png,) = figure.make(pd.DataFrame(rows), str(tmp_path), study="s")
     assert png.name == "metadata_cost_per_operation.png" and png.stat().st_size > 10_000
-    assert drawn == [[("one folder, no fsync", 8), ("a tree of folders, fsync before close", 10)]]
+    assert drawn == [[("one folder, no fsync", 9), ("a tree of folders, fsync before close", 11)]]
+
+
+def test_calls_the_tier_refused_are_a_share_of_their_phase():
+    """GlusterFS's FUSE client answers renameat2(RENAME_NOREPLACE) with EINVAL, each time."""
+    text = (
+        "file_rename 40 0.2 0.01\nfile_rename_noreplace 40 0.08 0.004\n"
+        "refused file_rename_noreplace 40\n"
+    )
+    phases = metadata.parse_phases(text)
+    assert set(phases) == {"file_rename", metadata.NOREPLACE}
+    [share] = metadata.refused_metrics(phases, metadata.refused_calls(text))
+    assert (share["metric"], share["value"], share["unit"]) == (
+        "file_rename_noreplace_refused",
+        100,
+        "%",
+    )
+    assert metadata.refused_metrics(phases, {})[0]["value"] == 0

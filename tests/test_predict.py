@@ -260,6 +260,39 @@ def test_the_nearest_block_size_prices_a_write_and_a_small_write_costs_a_page():
     assert priced == 10 * predict.SMALLEST_WRITE and size == predict.SMALLEST_WRITE
 
 
+def test_a_rename_the_tier_refuses_is_priced_with_the_lookup_mv_falls_back_to(db):
+    """GlusterFS's FUSE client refuses renameat2(RENAME_NOREPLACE) after a round trip; mv then
+    looks the new name up and renames: 1.8 + 0.9 ms a file more than a plain rename there."""
+    refused = {**SLOW, "file_rename_noreplace": 1800.0}
+    params = json.dumps({"layout": "flat", "fsync": False, "file_size": 0})
+    rows = []
+    for tier, costs, share in (("local", FAST, 0), ("shared", refused, 100)):
+        rows += repeated(
+            tier, "metadata", "metadata", params, "file_rename_noreplace_refused", share
+        )
+        for phase, cost in {"file_rename_noreplace": 9.0, **costs}.items():
+            rows += repeated(tier, "metadata", "metadata", params, f"{phase}_cost", cost)
+    db.run("box", "default", rows)
+    local, shared = predict.tier_costs(db.conn)
+    assert (local.refuses_noreplace, shared.refuses_noreplace) == (False, True)
+    # mv renaming 100 files, profiled where that was one call each
+    accepted = {"ops_file_rename": 100, "ops_file_stat": 5, "ops_rename_noreplace": 100}
+    assert predict.as_made_on(accepted, local) == accepted
+    made = predict.as_made_on(accepted, shared)
+    assert made["ops_file_stat"] == 105 and made["ops_file_rename_noreplace_refused"] == 100
+    terms, _ = predict.io_terms(accepted, shared)
+    seconds = predict.io_at_medians(terms, shared)
+    expected = 100 * (refused["file_rename"] + refused["file_rename_noreplace"])
+    assert seconds == pytest.approx((expected + 105 * refused["file_stat"]) * 1e-6)
+    # profiled where it was refused: where the tier renames without replacing, no lookups
+    fell_back = {**made, "ops_refused": 100, "ops_rename_noreplace_refused": 100}
+    del fell_back["ops_file_rename_noreplace_refused"]
+    assert predict.as_made_on(fell_back, local)["ops_file_stat"] == 5
+    assert predict.as_made_on(fell_back, shared)["ops_file_stat"] == 105
+    # a tier measured before the rename without replacing was: the profile as it is
+    assert predict.as_made_on(accepted, predict.TierCosts("m", "old", "disk")) == accepted
+
+
 def test_the_latest_run_of_a_tier_gives_its_costs(db):
     db.costs("box", {"fast": (SLOW, 5000.0, 500.0)})
     db.costs("box", {"fast": (FAST, 200.0, 2000.0)})

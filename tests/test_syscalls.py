@@ -299,6 +299,8 @@ def test_a_trace_gives_the_metadata_workloads_operations_and_writes_by_size():
         "ops_dir_remove": 2,  # unlinkat(AT_REMOVEDIR) and rmdir
         "ops_fsync": 1,
         "ops_refused": 0,
+        "ops_rename_noreplace": 0,  # its rename has no flags
+        "ops_rename_noreplace_refused": 0,
     }
     assert (found["writes_upto_512B"], found["written_upto_512B"]) == (1, 100)
     assert (found["writes_upto_4KiB"], found["written_upto_4KiB"]) == (0, 0)
@@ -328,7 +330,7 @@ def test_calls_on_paths_outside_the_run_folder_are_counted_apart():
 def test_a_call_refused_before_the_file_system_is_counted_apart():
     """FUSE without RENAME_NOREPLACE: mv's renameat2 fails with EINVAL and it falls back to
     a stat of the target (a lookup that fails with ENOENT) and a rename; the refused call
-    costs the tier nothing, the lookup is a call it answered."""
+    is counted apart, and as a rename without replacing (the metadata workload prices it)."""
     text = (
         '9  renameat2(AT_FDCWD, "f1", AT_FDCWD, "f1.x", RENAME_NOREPLACE) = -1 EINVAL '
         "(Invalid argument)\n"
@@ -339,6 +341,14 @@ def test_a_call_refused_before_the_file_system_is_counted_apart():
     found = syscalls.profile(text)
     assert found["ops_file_rename"] == 1 and found[syscalls.REFUSED_OPS] == 1
     assert found["ops_file_stat"] == 1
+    assert found[syscalls.NOREPLACE_OPS] == found[syscalls.NOREPLACE_REFUSED_OPS] == 1
+    # where the tier renames without replacing, mv makes that one call
+    accepted = syscalls.profile(
+        '9  renameat2(AT_FDCWD, "f1", AT_FDCWD, "f1.x", RENAME_NOREPLACE) = 0\n'
+        '9  renameat2(AT_FDCWD, "f2", AT_FDCWD, "f2.x", RENAME_EXCHANGE) = 0\n'
+    )
+    assert accepted["ops_file_rename"] == 2 and accepted[syscalls.NOREPLACE_OPS] == 1
+    assert accepted[syscalls.REFUSED_OPS] == accepted[syscalls.NOREPLACE_REFUSED_OPS] == 0
 
 
 def test_an_interrupted_call_counts_once_when_it_resumes():
@@ -371,7 +381,8 @@ def test_a_traced_metadata_job_profiles_the_operations_it_reports(tmp_path):
     )
     values = {m["metric"]: m["value"] for m in record["metrics"]}
     items, folders = 30, metadata.tree_folders({**params, "layout": "tree"})
-    assert values["ops_file_rename"] == values["ops_fsync"] == items
+    assert values["ops_file_rename"] == 2 * items and values["ops_fsync"] == items
+    assert values["ops_rename_noreplace"] == items  # the way back
     # besides the loop's: its own folder in the run folder; the scratch folder gcc builds in
     # is not on the tier
     assert values["ops_dir_create"] == values["ops_dir_remove"] == items + folders + 1

@@ -52,7 +52,13 @@ import pandas as pd
 from . import intervals
 from .records import utc_now
 from .resultsdb import DB_HELP, ResultsError, connect, default_db, named_runs, runs
-from .syscalls import OPERATIONS, OPS_PREFIX, WRITE_CLASSES
+from .syscalls import (
+    NOREPLACE_OPS,
+    NOREPLACE_REFUSED_OPS,
+    OPERATIONS,
+    OPS_PREFIX,
+    WRITE_CLASSES,
+)
 from .units import parse_size
 from .workloads import registry
 
@@ -67,6 +73,8 @@ PREFERRED_LAYOUTS = ("flat", "tree")
 #: operations priced by their own metadata phase; fsync is priced as a difference
 PHASE_OPERATIONS = tuple(op for op in OPERATIONS if op != "fsync")
 FSYNCED_CREATE = "file_create_fsync"
+#: the metadata workload's rename without replacing (renameat2 RENAME_NOREPLACE, as mv asks)
+NOREPLACE = "file_rename_noreplace"
 #: above this share of its time in I/O on the tier it was profiled on, a job's time left
 #: (its time minus that I/O) carries the tier costs' relative error times share / (1 - share),
 #: which is more than the costs' own: the job is better profiled on a faster tier
@@ -98,6 +106,8 @@ class TierCosts:
     #: CPU time of the same: "cpu:<phase>" (s per call), "cpu_usage:<block bytes>" (fraction)
     samples: dict[str, intervals.Sample] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
+    #: whether the tier refuses a rename without replacing; None where not measured
+    refuses_noreplace: bool | None = None
 
     def block_for(self, size: float) -> int | None:
         """The measured block size nearest ``size`` (on a log scale)."""
@@ -190,8 +200,11 @@ def _metadata_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
     chosen = rows[
         (rows["started"] == started) & (rows["layout"] == layout) & (rows["file_size"] == size)
     ]
+    refused = chosen[chosen["metric"] == f"{NOREPLACE}_refused"]
+    if not refused.empty:
+        costs.refuses_noreplace = bool(refused["value"].median() > 50)
     for fsynced, part in chosen.groupby("fsync"):
-        for op in PHASE_OPERATIONS if not fsynced else ("file_create",):
+        for op in (*PHASE_OPERATIONS, NOREPLACE) if not fsynced else ("file_create",):
             name = FSYNCED_CREATE if fsynced else op
             for suffix, prefix in (("cost", "op"), ("cpu", "cpu")):
                 values = part[part["metric"] == f"{op}_{suffix}"]
@@ -295,10 +308,33 @@ def write_classes(profile: dict) -> list[tuple[float, float]]:
     return found
 
 
+def as_made_on(profile: dict, costs: TierCosts) -> dict:
+    """The job's calls as it makes them on a tier. A rename without replacing (mv's) that
+    the tier refuses is the refused call, a lookup of the new name and a plain rename: a
+    profile taken where it was accepted gains the lookups, one taken where it was refused
+    loses them; either way the refused calls are priced where they are made."""
+    asked = profile.get(NOREPLACE_OPS, 0)
+    if not asked or costs.refuses_noreplace is None:
+        return profile
+    fell_back = profile.get(NOREPLACE_REFUSED_OPS, 0)  # where it was profiled
+    stats = profile.get(f"{OPS_PREFIX}file_stat", 0)
+    made = dict(profile)
+    if costs.refuses_noreplace:
+        made[f"{OPS_PREFIX}file_stat"] = stats + asked - fell_back
+        made[f"{OPS_PREFIX}{NOREPLACE}_refused"] = asked
+    else:
+        made[f"{OPS_PREFIX}file_stat"] = max(stats - fell_back, 0)
+    return made
+
+
 def io_terms(profile: dict, costs: TierCosts) -> tuple[list[tuple], str]:
     """What the job's I/O costs on a tier, as terms over its cost samples; or why it cannot be
     priced there. Terms: ("op", calls, key), ("fsync", calls, key, key), ("bytes", B, key)."""
     terms, missing = [], []
+    profile = as_made_on(profile, costs)
+    refused = profile.get(f"{OPS_PREFIX}{NOREPLACE}_refused", 0)
+    if refused and f"op:{NOREPLACE}" in costs.samples:
+        terms.append(("op", refused, f"op:{NOREPLACE}"))
     for op in PHASE_OPERATIONS:
         calls = profile.get(f"{OPS_PREFIX}{op}", 0)
         if calls:

@@ -129,6 +129,11 @@ REFUSED = frozenset(
 )
 #: calls of the operations that were refused (:data:`REFUSED`), apart from ``ops_<phase>``
 REFUSED_OPS = f"{OPS_PREFIX}refused"
+#: renameat2 calls with RENAME_NOREPLACE (coreutils' mv), in ``ops_file_rename`` or
+#: ``ops_refused`` as well; and those refused (GlusterFS's FUSE client refuses every one,
+#: after a round trip, and mv then looks the new name up and renames without the flag)
+NOREPLACE_OPS = f"{OPS_PREFIX}rename_noreplace"
+NOREPLACE_REFUSED_OPS = f"{OPS_PREFIX}rename_noreplace_refused"
 ATTACH_TIMEOUT_S = 10.0
 DETACH_TIMEOUT_S = 60.0
 #: prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY): lets a child trace us under Yama ptrace_scope 1
@@ -223,11 +228,12 @@ def profile(text: str, within: tuple[str, ...] = ()) -> dict[str, int]:
     """A job's calls from strace -f's output: ``ops_<operation>`` and, per write size,
     ``writes_<class>`` (writes that returned that many bytes) and ``written_<class>``
     (their bytes); every key present, zero when none. A call refused before the file
-    system was asked counts in ``ops_refused``; with ``within`` (the run folder,
+    system was asked counts in ``ops_refused``; renames without replacing also in
+    :data:`NOREPLACE_OPS` (and :data:`NOREPLACE_REFUSED_OPS`); with ``within`` (the run folder,
     :func:`run_folders`), one on a path outside it in ``ops_elsewhere``."""
     classes = [f"upto_{label}" for _, label in WRITE_CLASSES] + [f"over_{WRITE_CLASSES[-1][1]}"]
     found = {f"{OPS_PREFIX}{op}": 0 for op in OPERATIONS}
-    found[REFUSED_OPS] = 0
+    found[REFUSED_OPS] = found[NOREPLACE_OPS] = found[NOREPLACE_REFUSED_OPS] = 0
     if within:
         found[ELSEWHERE] = 0
     found |= {f"{kind}_{c}": 0 for c in classes for kind in ("writes", "written")}
@@ -242,8 +248,12 @@ def profile(text: str, within: tuple[str, ...] = ()) -> dict[str, int]:
             continue
         if within and not on_the_tier(args, within):
             found[ELSEWHERE] += 1
-        elif errno in REFUSED:
+            continue
+        noreplace = name == "renameat2" and "RENAME_NOREPLACE" in args
+        found[NOREPLACE_OPS] += noreplace
+        if errno in REFUSED:
             found[REFUSED_OPS] += 1
+            found[NOREPLACE_REFUSED_OPS] += noreplace
         else:
             found[f"{OPS_PREFIX}{op}"] += 1
     return found

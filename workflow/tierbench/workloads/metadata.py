@@ -6,11 +6,14 @@ answers at its own cost. This workload measures those costs, one phase per
 operation, as mdtest does: ``items`` folders are made (``dir_create``),
 stat'ed and removed, then ``items`` files are created with ``file_size`` bytes
 written (``fsync`` before close when asked), stat'ed, opened and read back,
-renamed in their folder and removed. ``layout: flat`` puts them all in one
-folder; ``tree`` first makes ``branching`` folders per level, ``depth`` levels
-deep (``tree_create``, removed at the end: ``tree_remove``), and spreads the
-items over its leaves. The cycle repeats until ``min_time`` seconds have
-passed, so a fast tier's phases last long enough to be timed.
+renamed in their folder, renamed back with ``RENAME_NOREPLACE`` (what
+coreutils' mv asks; a tier that refuses it answers EINVAL, and
+``file_rename_noreplace_refused`` says so, in % of its calls) and removed.
+``layout: flat`` puts them all in one folder; ``tree`` first makes
+``branching`` folders per level, ``depth`` levels deep (``tree_create``,
+removed at the end: ``tree_remove``), and spreads the items over its leaves.
+The cycle repeats until ``min_time`` seconds have passed, so a fast tier's
+phases last long enough to be timed.
 
 Each phase gives its rate (``<phase>_rate``, ops/s), its cost per operation
 (``<phase>_cost``, us), the phase's time over its operations, and the CPU time
@@ -64,8 +67,13 @@ CYCLE = (
     "file_stat",
     "file_read",
     "file_rename",
+    "file_rename_noreplace",
     "file_remove",
 )
+#: renameat2 with RENAME_NOREPLACE, which coreutils' mv makes: a tier may refuse it (EINVAL)
+NOREPLACE = "file_rename_noreplace"
+#: mdtest's phases, which bench item 10 checks against a plain C loop
+MDTEST_PHASES = tuple(name for name in CYCLE if name != NOREPLACE)
 TREE_PHASES = ("tree_create", "tree_remove")
 #: the folder the loop works in, inside the job's run folder
 ROOT_NAME = "metadata"
@@ -126,6 +134,8 @@ def parse_phases(text: str) -> dict[str, tuple[int, float, float]]:
     found = {}
     for line in text.splitlines():
         parts = line.split()
+        if parts[:1] == ["refused"]:
+            continue
         if len(parts) != 4:
             raise PointFailed(f"the metadata loop printed an unexpected line: {line!r}")
         name, ops, seconds, cpu = parts
@@ -151,6 +161,17 @@ def check_counts(phases: dict[str, tuple], params: dict) -> int:
         if phases[name][0] != tree_folders(params):
             raise PointFailed(f"{name}: {phases[name][0]} folders, expected {tree_folders(params)}")
     return cycles
+
+
+def refused_calls(text: str) -> dict[str, int]:
+    """The loop's lines ``refused <phase> <calls>``: calls the tier refused, by phase."""
+    return {p[1]: int(p[2]) for p in map(str.split, text.splitlines()) if p[:1] == ["refused"]}
+
+
+def refused_metrics(phases: dict[str, tuple], refused: dict[str, int]) -> list[dict]:
+    """Of the RENAME_NOREPLACE phase's calls, the share the tier refused (%)."""
+    calls = phases[NOREPLACE][0]
+    return [metric(f"{NOREPLACE}_refused", 100 * refused.get(NOREPLACE, 0) / calls, "%")]
 
 
 def phase_metrics(phases: dict[str, tuple[int, float, float]]) -> list[dict]:
@@ -212,7 +233,8 @@ def run(job: Job) -> list[dict]:
     job.log(done.stdout.strip())
     phases = parse_phases(done.stdout)
     cycles = check_counts(phases, params)
-    return [*phase_metrics(phases), metric("cycles", cycles, "cycles")]
+    refused = refused_metrics(phases, refused_calls(done.stdout))
+    return [*phase_metrics(phases), *refused, metric("cycles", cycles, "cycles")]
 
 
 def page_cache(params: dict, limits: dict | None) -> dict:

@@ -18,7 +18,14 @@
  *     dir_remove   rmdir d<i>            file_stat    stat f<i>
  *                                        file_read    open, read FILE_SIZE bytes, close
  *                                        file_rename  rename f<i> to r<i> (same folder)
- *                                        file_remove  unlink r<i>
+ *                                        file_rename_noreplace
+ *                                                     renameat2 r<i> back to f<i> with
+ *                                                     RENAME_NOREPLACE
+ *                                        file_remove  unlink f<i> (r<i> where refused)
+ *
+ * A tier may refuse RENAME_NOREPLACE (EINVAL: GlusterFS's FUSE client, after a round
+ * trip); the refused calls are timed as they are, counted, and printed as a line
+ * "refused <phase> <calls>". coreutils' mv then looks the new name up and renames.
  *
  * Cycles repeat until MIN_SECONDS have passed (at least one), so a fast tier
  * is timed long enough to be read; then the tree is removed (tree_remove).
@@ -36,9 +43,10 @@
 #include <unistd.h>
 
 enum { DIR_CREATE, DIR_STAT, DIR_REMOVE, FILE_CREATE, FILE_STAT, FILE_READ, FILE_RENAME,
-       FILE_REMOVE, PHASES };
-static const char *NAMES[PHASES] = {"dir_create", "dir_stat", "dir_remove", "file_create",
-                                    "file_stat", "file_read", "file_rename", "file_remove"};
+       FILE_RENAME_NOREPLACE, FILE_REMOVE, PHASES };
+static const char *NAMES[PHASES] = {"dir_create", "dir_stat",    "dir_remove",
+                                    "file_create", "file_stat",  "file_read",
+                                    "file_rename", "file_rename_noreplace", "file_remove"};
 
 static const char *ROOT;
 static long BRANCHING, DEPTH, LEAVES = 1;
@@ -100,11 +108,15 @@ static long walk_tree(int remove) {
 }
 
 static char **DIRS, **FILES, **RENAMED;
+/* per item, whether this cycle's RENAME_NOREPLACE was refused (the file is still r<i>) */
+static char *REFUSED;
+static long refused_calls;
 
 static void one_op(int phase, long i, char *data, long file_size, int sync) {
-    const char *path = phase <= DIR_REMOVE    ? DIRS[i]
-                       : phase == FILE_REMOVE ? RENAMED[i]
-                                              : FILES[i];
+    const char *path = phase <= DIR_REMOVE                                 ? DIRS[i]
+                       : phase == FILE_RENAME_NOREPLACE                    ? RENAMED[i]
+                       : phase == FILE_REMOVE && REFUSED[i]                ? RENAMED[i]
+                                                                           : FILES[i];
     struct stat st;
     int fd;
     switch (phase) {
@@ -144,6 +156,11 @@ static void one_op(int phase, long i, char *data, long file_size, int sync) {
     case FILE_RENAME:
         if (rename(path, RENAMED[i]) != 0) die("rename", path);
         break;
+    case FILE_RENAME_NOREPLACE:
+        REFUSED[i] = renameat2(AT_FDCWD, path, AT_FDCWD, FILES[i], RENAME_NOREPLACE) != 0;
+        if (REFUSED[i] && errno != EINVAL && errno != ENOSYS) die("renameat2", path);
+        refused_calls += REFUSED[i];
+        break;
     case FILE_REMOVE:
         if (unlink(path) != 0) die("unlink", path);
         break;
@@ -177,7 +194,8 @@ int main(int argc, char **argv) {
     DIRS = calloc((size_t)items, sizeof(char *));
     FILES = calloc((size_t)items, sizeof(char *));
     RENAMED = calloc((size_t)items, sizeof(char *));
-    if (!DIRS || !FILES || !RENAMED) die("calloc", "");
+    REFUSED = calloc((size_t)items, 1);
+    if (!DIRS || !FILES || !RENAMED || !REFUSED) die("calloc", "");
     /* each kind's paths made in a row, so a phase reads its paths in the order they lie in
      * memory: interleaved, the best rounds' stats on tmpfs ran at 0.91-0.94 of bench item
      * 10's C loop, in a row at 0.99 */
@@ -213,5 +231,7 @@ int main(int argc, char **argv) {
         printf("%s %ld %.9f %.9f\n", NAMES[phase], ops[phase], seconds[phase], cpu[phase]);
     if (TREE)
         printf("tree_remove %ld %.9f %.9f\n", tree_folders, tree_remove, tree_remove_cpu);
+    if (refused_calls)
+        printf("refused %s %ld\n", NAMES[FILE_RENAME_NOREPLACE], refused_calls);
     return 0;
 }
