@@ -6,8 +6,8 @@ answers at its own cost. This workload measures those costs, one phase per
 operation, as mdtest does: ``items`` folders are made (``dir_create``),
 stat'ed and removed, then ``items`` files are created with ``file_size`` bytes
 written (``fsync`` before close when asked), stat'ed, opened and read back,
-renamed in their folder, renamed back with ``RENAME_NOREPLACE`` (what
-coreutils' mv asks; a tier that refuses it answers EINVAL, and
+renamed in their folder, renamed back with ``RENAME_NOREPLACE`` (what mv
+asks; a tier that refuses it answers EINVAL, and
 ``file_rename_noreplace_refused`` says so, in % of its calls) and removed.
 ``layout: flat`` puts them all in one folder; ``tree`` first makes
 ``branching`` folders per level, ``depth`` levels deep (``tree_create``,
