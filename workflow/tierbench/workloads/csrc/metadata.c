@@ -158,7 +158,8 @@ static void one_op(int phase, long i, char *data, long file_size, int sync) {
         break;
     case FILE_RENAME_NOREPLACE:
         REFUSED[i] = renameat2(AT_FDCWD, path, AT_FDCWD, FILES[i], RENAME_NOREPLACE) != 0;
-        if (REFUSED[i] && errno != EINVAL && errno != ENOSYS) die("renameat2", path);
+        if (REFUSED[i] && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+            die("renameat2", path);
         refused_calls += REFUSED[i];
         break;
     case FILE_REMOVE:
