@@ -180,17 +180,26 @@ def test_the_figure_has_a_panel_per_point_and_says_each_in_words(tmp_path, monke
                          metric=f"{phase}_cost", median=cost, min=cost * 0.9, max=cost * 1.1,
                          n=3, unit="us", status="ok", reason="")
                 )  # fmt: skip
-    drawn = []
+            refused = 100.0 if tier == "disk" and "tree" in point else 0.0
+            rows.append(
+                dict(study="s", workload="metadata", experiment="m", tier=tier, point=point,
+                     metric=f"{metadata.NOREPLACE}_refused", median=refused, min=refused,
+                     max=refused, n=3, unit="%", status="ok", reason="")
+            )  # fmt: skip
+    drawn, marked = [], []
     save = plotting.save
 
     def keep(fig, *args):
         drawn.append([(a.get_title(), len(a.get_xticks())) for a in fig.axes if a.get_visible()])
+        marked.extend((a.get_title(), t.get_text()) for a in fig.axes for t in a.texts)
         save(fig, *args)
 
     monkeypatch.setattr(plotting, "save", keep)
     (png,) = figure.make(pd.DataFrame(rows), str(tmp_path), study="s")
     assert png.name == "metadata_cost_per_operation.png" and png.stat().st_size > 10_000
     assert drawn == [[("one folder, no fsync", 9), ("a tree of folders, fsync before close", 11)]]
+    # the tier that refused the rename without replacing is marked where it did, only there
+    assert marked == [("a tree of folders, fsync before close", "refused")]
 
 
 def test_calls_the_tier_refused_are_a_share_of_their_phase():

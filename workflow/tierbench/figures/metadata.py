@@ -15,11 +15,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import plotting
-from ..workloads.metadata import CYCLE, TREE_PHASES
+from ..workloads.metadata import CYCLE, NOREPLACE, TREE_PHASES
 
 #: how a phase reads on an axis
 PHASE_LABELS = {name: name.replace("_", "\n") for name in (*CYCLE, *TREE_PHASES)}
 COST_SUFFIX = "_cost"
+#: above this share of its calls refused, a tier's point of the phase is marked "refused"
+REFUSED_OVER = 50.0
 
 
 def make(summary: plotting.Table, out_dir: str, study: str | None = None) -> list[Path]:
@@ -41,6 +43,13 @@ def point_title(point: str) -> str:
     )
     said = ", ".join(part for part in (layout, fsync) if part)
     return said or point
+
+
+def refusing_tiers(ok, point: str) -> set[str]:
+    """The tiers that refused the rename without replacing at this point: their cost of
+    it is the refusal's (mv then looks the name up and renames)."""
+    share = ok[(ok["point"] == point) & (ok["metric"] == f"{NOREPLACE}_refused")]
+    return set(share[share["median"] > REFUSED_OVER]["tier"])
 
 
 def cost_per_operation(rows, out_dir: str) -> None:
@@ -75,6 +84,12 @@ def cost_per_operation(rows, out_dir: str) -> None:
                 x, mine["median"], yerr=[low, high], fmt="o", ms=5, capsize=2,
                 color=palette.get(tier), label=tier,
             )  # fmt: skip
+            if tier in refusing_tiers(ok, point) and NOREPLACE in phases:
+                at = phases.index(NOREPLACE)
+                ax.annotate(
+                    "refused", (x[at], mine["median"].iloc[at]), xytext=(0, 8),
+                    textcoords="offset points", ha="center", fontsize=7, color=palette.get(tier),
+                )  # fmt: skip
         ax.set_xticks(range(len(phases)), [PHASE_LABELS[p] for p in phases], fontsize=8)
         ax.set_yscale("log")
         ax.set_title(point_title(point), fontsize=10)
@@ -93,5 +108,7 @@ def cost_per_operation(rows, out_dir: str) -> None:
         f"Median time per operation of each phase, {reps} measured repetitions per point and "
         "tier (bars: min to max); log scale. Phases in the order the loop runs them: "
         "folders made, stat'ed, removed; files created (written), stat'ed, read, renamed, "
-        "removed; in a tree, its folders made and removed." + plotting.describe_problems(rows),
+        "renamed back without replacing (as mv asks; 'refused': the tier refused it, and its "
+        "cost is the refusal's), removed; in a tree, its folders made and removed."
+        + plotting.describe_problems(rows),
     )
