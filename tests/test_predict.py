@@ -289,6 +289,11 @@ def test_a_rename_the_tier_refuses_is_priced_with_the_lookup_mv_falls_back_to(db
     del fell_back["ops_file_rename_noreplace_refused"]
     assert predict.as_made_on(fell_back, local)["ops_file_stat"] == 5
     assert predict.as_made_on(fell_back, shared)["ops_file_stat"] == 105
+    assert "100 renames without replacing, which this tier refuses" in predict.calls_there(
+        accepted, shared
+    )
+    assert predict.calls_there(accepted, local) == ""
+    assert "which this tier makes" in predict.calls_there(fell_back, local)
     # a tier measured before the rename without replacing was: the profile as it is
     assert predict.as_made_on(accepted, predict.TierCosts("m", "old", "disk")) == accepted
 

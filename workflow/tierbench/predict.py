@@ -327,6 +327,24 @@ def as_made_on(profile: dict, costs: TierCosts) -> dict:
     return made
 
 
+def calls_there(profile: dict, costs: TierCosts) -> str:
+    """How the job's calls differ on a tier from its profile, in words ("" when not)."""
+    asked = profile.get(NOREPLACE_OPS, 0)
+    if not asked or costs.refuses_noreplace is None:
+        return ""
+    if costs.refuses_noreplace:
+        return (
+            f"it asks for {asked:g} renames without replacing, which this tier refuses: each "
+            "priced as the refusal, a lookup of the new name and a rename"
+        )
+    if profile.get(NOREPLACE_REFUSED_OPS, 0):
+        return (
+            f"it asks for {asked:g} renames without replacing, which this tier makes: no "
+            "lookup of the new name after a refusal"
+        )
+    return ""
+
+
 def io_terms(profile: dict, costs: TierCosts) -> tuple[list[tuple], str]:
     """What the job's I/O costs on a tier, as terms over its cost samples; or why it cannot be
     priced there. Terms: ("op", calls, key), ("fsync", calls, key, key), ("bytes", B, key)."""
@@ -472,6 +490,7 @@ def predict_one(
         "ratio_high": None,
         "check": None,
         "reason": "",
+        "calls_there": calls_there(job.profile, target),
         "cost_runs": sorted(target.runs),
     }
     model, why = Model.of(job, source, target, entry.get("rest_from") == "cpu")
@@ -682,6 +701,8 @@ def lines(found: dict) -> list[str]:
                 if row["check"] == FAILS:
                     text += f" ({row['reason']})"
             out.append(text)
+            if row.get("calls_there"):
+                out.append(f"    ({row['calls_there']})")
     return out
 
 
