@@ -61,6 +61,7 @@ from .syscalls import (
 )
 from .units import parse_size
 from .workloads import registry
+from .workloads.metadata import NOREPLACE, refuses
 
 #: what a prediction must come within of the measured time to hold (measured / predicted)
 BAND = intervals.Band("within", low=0.75, high=1.25)
@@ -73,8 +74,6 @@ PREFERRED_LAYOUTS = ("flat", "tree")
 #: operations priced by their own metadata phase; fsync is priced as a difference
 PHASE_OPERATIONS = tuple(op for op in OPERATIONS if op != "fsync")
 FSYNCED_CREATE = "file_create_fsync"
-#: the metadata workload's rename without replacing (renameat2 RENAME_NOREPLACE, as mv asks)
-NOREPLACE = "file_rename_noreplace"
 #: above this share of its time in I/O on the tier it was profiled on, a job's time left
 #: (its time minus that I/O) carries the tier costs' relative error times share / (1 - share),
 #: which is more than the costs' own: the job is better profiled on a faster tier
@@ -202,7 +201,7 @@ def _metadata_costs(costs: TierCosts, rows: pd.DataFrame) -> None:
     ]
     refused = chosen[chosen["metric"] == f"{NOREPLACE}_refused"]
     if not refused.empty:
-        costs.refuses_noreplace = bool(refused["value"].median() > 50)
+        costs.refuses_noreplace = refuses(refused["value"].median())
     for fsynced, part in chosen.groupby("fsync"):
         for op in (*PHASE_OPERATIONS, NOREPLACE) if not fsynced else ("file_create",):
             name = FSYNCED_CREATE if fsynced else op
@@ -308,36 +307,30 @@ def write_classes(profile: dict) -> list[tuple[float, float]]:
     return found
 
 
-def as_made_on(profile: dict, costs: TierCosts) -> dict:
-    """The job's calls as it makes them on a tier. A rename without replacing (mv's) that
-    the tier refuses is the refused call, a lookup of the new name and a plain rename: a
-    profile taken where it was accepted gains the lookups, one taken where it was refused
-    loses them; either way the refused calls are priced where they are made."""
+def as_made_on(profile: dict, costs: TierCosts) -> tuple[dict, float]:
+    """The job's calls as it makes them on a tier, and the renames without replacing (mv's)
+    that the tier refuses there, each then a refused call, a lookup of the new name and a
+    plain rename: a profile taken where they were accepted gains the lookups, one taken
+    where they were refused loses them."""
     asked = profile.get(NOREPLACE_OPS, 0)
     if not asked or costs.refuses_noreplace is None:
-        return profile
+        return profile, 0
     fell_back = profile.get(NOREPLACE_REFUSED_OPS, 0)  # where it was profiled
     stats = profile.get(f"{OPS_PREFIX}file_stat", 0)
-    made = dict(profile)
-    if costs.refuses_noreplace:
-        made[f"{OPS_PREFIX}file_stat"] = stats + asked - fell_back
-        made[f"{OPS_PREFIX}{NOREPLACE}_refused"] = asked
-    else:
-        made[f"{OPS_PREFIX}file_stat"] = max(stats - fell_back, 0)
-    return made
+    lookups = stats + asked - fell_back if costs.refuses_noreplace else max(stats - fell_back, 0)
+    made = {**profile, f"{OPS_PREFIX}file_stat": lookups}
+    return made, asked if costs.refuses_noreplace else 0
 
 
 def calls_there(profile: dict, costs: TierCosts) -> str:
     """How the job's calls differ on a tier from its profile, in words ("" when not)."""
     asked = profile.get(NOREPLACE_OPS, 0)
-    if not asked or costs.refuses_noreplace is None:
-        return ""
-    if costs.refuses_noreplace:
+    if as_made_on(profile, costs)[1]:
         return (
             f"it asks for {asked:g} renames without replacing, which this tier refuses: each "
             "priced as the refusal, a lookup of the new name and a rename"
         )
-    if profile.get(NOREPLACE_REFUSED_OPS, 0):
+    if costs.refuses_noreplace is False and profile.get(NOREPLACE_REFUSED_OPS, 0):
         return (
             f"it asks for {asked:g} renames without replacing, which this tier makes: no "
             "lookup of the new name after a refusal"
@@ -349,8 +342,7 @@ def io_terms(profile: dict, costs: TierCosts) -> tuple[list[tuple], str]:
     """What the job's I/O costs on a tier, as terms over its cost samples; or why it cannot be
     priced there. Terms: ("op", calls, key), ("fsync", calls, key, key), ("bytes", B, key)."""
     terms, missing = [], []
-    profile = as_made_on(profile, costs)
-    refused = profile.get(f"{OPS_PREFIX}{NOREPLACE}_refused", 0)
+    profile, refused = as_made_on(profile, costs)
     if refused and f"op:{NOREPLACE}" in costs.samples:
         terms.append(("op", refused, f"op:{NOREPLACE}"))
     for op in PHASE_OPERATIONS:

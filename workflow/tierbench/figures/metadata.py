@@ -15,13 +15,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import plotting
-from ..workloads.metadata import CYCLE, NOREPLACE, TREE_PHASES
+from ..workloads.metadata import CYCLE, NOREPLACE, TREE_PHASES, refuses
 
 #: how a phase reads on an axis
 PHASE_LABELS = {name: name.replace("_", "\n") for name in (*CYCLE, *TREE_PHASES)}
 COST_SUFFIX = "_cost"
-#: above this share of its calls refused, a tier's point of the phase is marked "refused"
-REFUSED_OVER = 50.0
 
 
 def make(summary: plotting.Table, out_dir: str, study: str | None = None) -> list[Path]:
@@ -49,7 +47,7 @@ def refusing_tiers(ok, point: str) -> set[str]:
     """The tiers that refused the rename without replacing at this point: their cost of
     it is the refusal's (mv then looks the name up and renames)."""
     share = ok[(ok["point"] == point) & (ok["metric"] == f"{NOREPLACE}_refused")]
-    return set(share[share["median"] > REFUSED_OVER]["tier"])
+    return set(share[share["median"].map(refuses)]["tier"])
 
 
 def cost_per_operation(rows, out_dir: str) -> None:
@@ -75,6 +73,7 @@ def cost_per_operation(rows, out_dir: str) -> None:
     for index, (ax, point) in enumerate(zip(axes.flat, points, strict=False)):
         part = costs[costs["point"] == point]
         phases = [p for p in (*CYCLE, *TREE_PHASES) if p in set(part["phase"])]
+        refusing = refusing_tiers(ok, point)
         for i, tier in enumerate(tiers):
             mine = part[part["tier"] == tier].set_index("phase").reindex(phases)
             x = np.arange(len(phases)) + (i - (len(tiers) - 1) / 2) * width
@@ -84,7 +83,7 @@ def cost_per_operation(rows, out_dir: str) -> None:
                 x, mine["median"], yerr=[low, high], fmt="o", ms=5, capsize=2,
                 color=palette.get(tier), label=tier,
             )  # fmt: skip
-            if tier in refusing_tiers(ok, point) and NOREPLACE in phases:
+            if tier in refusing and NOREPLACE in phases:
                 at = phases.index(NOREPLACE)
                 ax.annotate(
                     "refused", (x[at], mine["median"].iloc[at]), xytext=(0, 8),

@@ -72,6 +72,8 @@ CYCLE = (
 )
 #: renameat2 with RENAME_NOREPLACE, which coreutils' mv makes: a tier may refuse it (EINVAL)
 NOREPLACE = "file_rename_noreplace"
+#: above this share of its calls refused (%), a tier refuses the rename without replacing
+REFUSED_OVER = 50.0
 #: mdtest's phases, which bench item 10 checks against a plain C loop
 MDTEST_PHASES = tuple(name for name in CYCLE if name != NOREPLACE)
 TREE_PHASES = ("tree_create", "tree_remove")
@@ -166,6 +168,12 @@ def check_counts(phases: dict[str, tuple], params: dict) -> int:
 def refused_calls(text: str) -> dict[str, int]:
     """The loop's lines ``refused <phase> <calls>``: calls the tier refused, by phase."""
     return {p[1]: int(p[2]) for p in map(str.split, text.splitlines()) if p[:1] == ["refused"]}
+
+
+def refuses(share: float) -> bool:
+    """Whether a tier refuses the rename without replacing, from the share of the phase's
+    calls it refused (``<NOREPLACE>_refused``, %)."""
+    return bool(share > REFUSED_OVER)
 
 
 def refused_metrics(phases: dict[str, tuple], refused: dict[str, int]) -> list[dict]:
