@@ -1,6 +1,10 @@
 """Packing a study's benchmark jobs into Slurm allocations (no Slurm needed)."""
 
+import re
+
+import pandas as pd
 import pytest
+import yaml
 from tierbench import allocations
 from tierbench.allocations import Bench, Limits
 from tierbench.units import parse_duration_minutes
@@ -93,3 +97,60 @@ def test_durations_as_people_and_slurm_write_them(text, minutes):
 def test_a_duration_that_is_not_one_says_so():
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration_minutes("soon")
+
+
+def test_rounds_run_every_points_repetition_before_any_points_next_each_round_rotated():
+    units = [point("a", 3), point("b", 3), point("c", 2)]
+    order = [(j.point, j.rep) for unit in allocations.rounds(units) for j in unit]
+    assert order == [
+        ("a", 0), ("b", 0), ("c", 0),
+        ("b", 1), ("c", 1), ("a", 1),
+        ("a", 2), ("b", 2),  # c has no repetition 2; the round still starts one further on
+    ]  # fmt: skip
+    assert sorted(order) == sorted((j.point, j.rep) for u in units for j in u)
+
+
+def test_in_rounds_a_proxy_stays_right_after_its_applications_repetition():
+    paired = allocations.interleave(point("app", 3), point("proxy", 3)[1:])
+    units = allocations.rounds([paired, point("b", 3)])
+    order = [[(j.point, j.rep) for j in unit] for unit in units]
+    assert order[2] == [("b", 1)] and order[3] == [("app", 1), ("proxy", 1)]
+
+
+def test_each_job_waits_for_the_one_before_it_on_its_own_partition():
+    units = allocations.rounds([point("a", 2), point("gpu", 2, partition="gpu"), point("b", 2)])
+    before = allocations.predecessors(units)
+    assert before == {
+        ("b", 0): ("a", 0), ("b", 1): ("b", 0), ("a", 1): ("b", 1),  # round 1 starts at gpu, b
+        ("gpu", 1): ("gpu", 0),  # its own line: no allocation waits on another partition's
+    }  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_a_study_in_rounds_runs_them_in_order_on_its_own_machine(pipeline):
+    """`order: rounds` without Slurm: each job waits for the one before it, so the runs'
+    start times follow allocations.rounds, and a second run of the same command runs
+    nothing."""
+    study = {
+        "study": "rounds",
+        "repetitions": 3,
+        "order": "rounds",
+        "experiments": [
+            {"name": name, "workload": "command", "tiers": ["shm", "disk"],
+             "params": {"command": "true", "time_limit": 60}}
+            for name in ("first", "second")
+        ],
+    }  # fmt: skip
+    (pipeline.root / "config/studies/rounds.yaml").write_text(yaml.safe_dump(study))
+    target = "results/testbox/rounds/results.csv"
+    pipeline(target, "-c2", "--configfile", "config/studies/rounds.yaml")
+    # the jobs in the order Snakemake started them (the records' start times are in seconds)
+    (log,) = (pipeline.root / ".snakemake/log").glob("*.snakemake.log")
+    started = re.findall(r"experiment=(\w+), tier=(\w+), point=single, rep=(\d+)", log.read_text())
+    ran = [(f"{experiment}/{tier}", int(rep)) for experiment, tier, rep in started]
+    points = ["first/shm", "first/disk", "second/shm", "second/disk"]
+    units = [point(name, 4) for name in points]
+    assert ran == [(j.point, j.rep) for unit in allocations.rounds(units) for j in unit]
+    assert len(pd.read_csv(pipeline.root / target).groupby(["experiment", "tier"])) == 4
+    again = pipeline(target, "-n", "-c2", "--configfile", "config/studies/rounds.yaml")
+    assert "Nothing to be done" in again.stdout + again.stderr

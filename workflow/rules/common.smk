@@ -354,6 +354,9 @@ def benchmark_inputs(workload):
         partner = partner_run(wildcards, workload)
         if partner:
             needed["partner"] = partner
+        previous = run_before(wildcards, workload)
+        if previous:
+            needed["previous"] = previous
         return needed
 
     return inputs
@@ -762,6 +765,33 @@ def first_round(point):
     return matrix.repetitions(STUDIES[point.study], point.experiment)
 
 
+def first_round_order(study):
+    """A study's first round as it runs: units of jobs kept together, in order; in rounds
+    (allocations.rounds) when the study asks for `order: rounds`."""
+    units = allocation_units(study, first_round)
+    return allocations.rounds(units) if matrix.in_rounds(STUDIES[study]) else units
+
+
+_RUNS_BEFORE = {}
+
+
+def run_before(wildcards, workload):
+    """The raw record a job of a study in rounds waits for, so that its first round runs
+    in that order: the run before it on its partition (allocations.predecessors); None
+    for the first, for another order, and for the repetitions an adaptive study adds."""
+    study = wildcards.study
+    if not matrix.in_rounds(STUDIES[study]):
+        return None
+    if study not in _RUNS_BEFORE:
+        _RUNS_BEFORE[study] = allocations.predecessors(first_round_order(study))
+    point = point_of(wildcards, workload)
+    found = _RUNS_BEFORE[study].get((matrix.point_id(point), int(wildcards.rep)))
+    if found is None:
+        return None
+    point_id, rep = found
+    return raw_path(POINTS[(study, *point_id.split("/"))], rep)
+
+
 _ALLOCATIONS = {}
 #: (point id, repetition) -> (its allocation, its whole minutes of the time limit)
 _ALLOCATION_OF = {}
@@ -793,7 +823,7 @@ def study_allocations(study, extra=False):
 
         limits = allocation_limits()
         made = allocations.pack(
-            allocation_units(study, reps_of),
+            allocation_units(study, reps_of) if extra else first_round_order(study),
             limits,
             f"{study}-{'more' if extra else 'round1'}",
         )

@@ -176,6 +176,39 @@ def interleave(first: list[Bench], second: list[Bench]) -> list[Bench]:
     return ordered + [job for job in second if job.rep in by_rep]
 
 
+def rounds(units: list[list[Bench]]) -> list[list[Bench]]:
+    """The same jobs in rounds: every point's warm-up, then every point's first measured
+    repetition, and so on (a study's ``order: rounds``). A slow minute of a shared machine
+    then falls on one repetition of every point, not on all of one point's, and two points'
+    runs pair repetition by repetition (:func:`tierbench.intervals.paired`). Each round
+    starts one unit further on, so that no point always runs right after the same other.
+    A proxy stays right after its application's repetition."""
+    units = [unit for unit in units if unit]
+    ordered = []
+    for k, rep in enumerate(sorted({job.rep for unit in units for job in unit})):
+        shift = k % len(units)
+        for unit in units[shift:] + units[:shift]:
+            jobs = [job for job in unit if job.rep == rep]
+            if jobs:
+                ordered.append(jobs)
+    return ordered
+
+
+def predecessors(units: list[list[Bench]]) -> dict[tuple[str, int], tuple[str, int]]:
+    """Each job's (point, repetition) -> the job that runs right before it on its partition,
+    in the order of ``units``: what a job waits for to run in that order. Another partition
+    keeps its own line, so that its allocations never wait for each other's (a cycle)."""
+    last: dict[str, tuple[str, int]] = {}
+    before = {}
+    for unit in units:
+        for job in unit:
+            key = (job.point, job.rep)
+            if job.partition in last:
+                before[key] = last[job.partition]
+            last[job.partition] = key
+    return before
+
+
 def describe(allocation: Allocation) -> str:
     """One line of the dry run's table: name, partition, nodes, ranks, time, jobs, points."""
     a = allocation.summary()

@@ -49,7 +49,7 @@ PAPER_STUDIES = paper_studies()
 #: Keys a study file may set; everything else in a config is global.
 STUDY_KEYS = (
     "study", "title", "document", "lessons", "published_figure", "staging", "experiments",
-    "repetitions", "warmup",
+    "repetitions", "warmup", "order",
 )  # fmt: skip
 #: what says which document a study re-runs and how it is judged: a study file's own, never
 #: the running config's (a study without them is no paper study, whatever config runs it)
@@ -479,6 +479,11 @@ def measured_repetitions(study: dict, experiment: str | None = None) -> int:
         if entry["name"] == experiment and "repetitions" in entry:
             return int(entry["repetitions"])
     return repetition_bounds(study)[0]
+
+
+def in_rounds(study: dict) -> bool:
+    """Does the study run its first round in rounds (``order: rounds``, allocations.rounds)?"""
+    return study.get("order", "points") == "rounds"
 
 
 def fixed_repetitions(study: dict) -> set[str]:
