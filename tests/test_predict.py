@@ -51,10 +51,17 @@ class Database:
         return run_id
 
     def costs(
-        self, machine: str, tiers: dict[str, tuple[dict, float, float]], busy: dict | None = None
+        self,
+        machine: str,
+        tiers: dict[str, tuple[dict, float, float]],
+        busy: dict | None = None,
+        noise=NOISE,
+        clock=None,
     ) -> str:
         """tier -> (phase costs in us, fsync'd create in us, MB/s): a default study's run.
-        ``busy``: tier -> the share of those costs spent on a CPU (the calls' CPU time)."""
+        ``busy``: tier -> the share of those costs spent on a CPU (the calls' CPU time).
+        ``noise``: each repetition's factor on a cost (its bandwidth's divisor); ``clock``:
+        (tier, experiment, repetition) -> when that repetition started."""
         rows = []
         for tier, (phases, fsynced, bandwidth) in tiers.items():
             share = (busy or {}).get(tier)
@@ -62,26 +69,38 @@ class Database:
                 params = json.dumps({"layout": "flat", "fsync": fsync, "file_size": 0})
                 costs = phases if not fsync else {"file_create": fsynced}
                 for phase, cost in costs.items():
-                    rows += repeated(tier, "metadata", "metadata", params, f"{phase}_cost", cost)
+                    rows += repeated(
+                        tier, "metadata", "metadata", params, f"{phase}_cost", cost, noise, clock
+                    )
                     if share is not None:
                         cpu = cost * share
                         rows += repeated(tier, "metadata", "metadata", params, f"{phase}_cpu", cpu)
             params = json.dumps(
                 {"rw": "write", "block_size": "64k", "io_mode": "buffered", "numjobs": 1}
             )
-            rows += repeated(tier, "sequential", "fio", params, "write_bandwidth", bandwidth)
+            rows += repeated(
+                tier, "sequential", "fio", params, "write_bandwidth", bandwidth,
+                [1 / f for f in noise], clock,
+            )  # fmt: skip
             if share is not None:
                 rows += repeated(tier, "sequential", "fio", params, "cpu_usage", 100 * share)
         return self.run(machine, "default", rows)
 
     def job(
-        self, machine: str, times: dict, traced_on: str, profile=PROFILE, noise=NOISE, cpu=None
+        self,
+        machine: str,
+        times: dict,
+        traced_on: str,
+        profile=PROFILE,
+        noise=NOISE,
+        cpu=None,
+        clock=None,
     ) -> str:
         """times, cpu: tier -> the job's time and CPU time there (s)."""
         params = json.dumps({"command": "make files"})
         rows = []
         for tier, seconds in times.items():
-            rows += repeated(tier, "files", "command", params, "wall_time", seconds, noise)
+            rows += repeated(tier, "files", "command", params, "wall_time", seconds, noise, clock)
         for tier, seconds in (cpu or {}).items():
             rows += repeated(tier, "files", "command", params, "cpu_time", seconds, noise)
         rows += [
@@ -93,11 +112,13 @@ class Database:
         return self.run(machine, "mine", rows)
 
 
-def repeated(tier, experiment, workload, params, metric, value, noise=NOISE) -> list[dict]:
+def repeated(
+    tier, experiment, workload, params, metric, value, noise=NOISE, clock=None
+) -> list[dict]:
     return [
         {"experiment": experiment, "workload": workload, "tier": tier, "tier_class": tier,
          "point": "p", "params": params, "repetition": rep, "metric": metric,
-         "value": value * factor}
+         "value": value * factor, "started_at": clock(tier, experiment, rep) if clock else None}
         for rep, factor in enumerate(noise, start=1)
     ]  # fmt: skip
 
@@ -344,3 +365,32 @@ def test_a_whole_runs_cpu_time_counts_its_children_and_what_its_steps_report():
     # srun's ranks are a job step's, not this job's children: OpenFOAM reports their CPU time
     assert openfoam.launched_elsewhere("srun --mpi=pmix")
     assert not openfoam.launched_elsewhere("mpiexec")
+
+
+def test_points_that_ran_in_rounds_are_resampled_run_by_run(db):
+    """A shared machine slow in some rounds: each repetition of the job and of the costs that
+    price it took longer alike. Paired run by run (a study's ``order: rounds``) the slow
+    rounds cancel in measured / predicted; point by point the same values are undecided."""
+    drift = (1.0, 1.8, 0.6, 1.5, 0.7, 1.2)
+    rest = 3.0
+    times = {"fast": rest + io_of(FAST, 200.0, 2000.0), "slow": rest + io_of(SLOW, 5000.0, 500.0)}
+    order = [(e, t) for e in ("metadata", "sequential", "files") for t in ("fast", "slow")]
+
+    def rounds(tier, experiment, rep):  # round after round, each point once per round
+        return f"2026-12-01T00:{rep:02d}:{order.index((experiment, tier)):02d}+00:00"
+
+    def points(tier, experiment, rep):  # each point's repetitions together
+        return f"2026-12-01T00:{order.index((experiment, tier)):02d}:{rep:02d}+00:00"
+
+    checks = {}
+    for clock in (rounds, points):
+        db.costs("box", {"fast": (FAST, 200.0, 2000.0), "slow": (SLOW, 5000.0, 500.0)},
+                 noise=drift, clock=clock)  # fmt: skip
+        db.job("box", times, traced_on="fast", noise=drift, clock=clock)
+        [row] = predicted_rows(db)[0][-1:]
+        checks[clock.__name__] = row
+    paired, alone = checks["rounds"], checks["points"]
+    assert paired["ratio"] == pytest.approx(alone["ratio"]) == pytest.approx(1.0, rel=1e-3)
+    assert paired["check"] == predict.HOLDS
+    assert 0.97 < paired["ratio_low"] < paired["ratio_high"] < 1.03
+    assert alone["check"] == predict.UNDECIDED

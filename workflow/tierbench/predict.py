@@ -25,7 +25,9 @@ not above its time); a parallel job keeps the difference, with a caution.
 On tier B of any machine in the results database the job is predicted to take
 the rest plus its I/O at B's costs. Each tier's costs are its latest run's
 (the default study measures them). The 95% interval is a seeded bootstrap over
-the job's repetitions on A and the repetitions of every cost it uses.
+the job's repetitions on A and the repetitions of every cost it uses; points
+that ran in rounds (``order: rounds``) are resampled run by run, so that a slow
+round of a shared machine, which slowed the job and its costs alike, cancels.
 
 Where the job also ran on B, measured / predicted gets its interval and is
 placed against 0.75-1.25: wholly inside, the prediction holds; wholly outside,
@@ -150,13 +152,20 @@ def _params(text: str) -> dict:
 
 
 def _sample(rows: pd.DataFrame, scale: float = 1.0) -> intervals.Sample:
-    rows = rows.sort_values("repetition")
-    return intervals.Sample(tuple(float(v) * scale for v in rows["value"]))
+    """Its values with their repetitions and start times: points that ran in rounds (a
+    study's ``order: rounds``) are then resampled together, run by run."""
+    started = pd.to_datetime(rows["started_at"], utc=True, errors="coerce")
+    seconds = (started - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    return intervals.sample(
+        [float(v) * scale for v in rows["value"]],
+        pd.to_numeric(rows["repetition"]).astype(int).tolist(),
+        seconds.astype(float).tolist(),
+    )
 
 
 MEASURED = (
     "SELECT r.machine, r.started, m.run_id, m.experiment, m.workload, m.tier, m.tier_class,"
-    " m.point, m.params, m.metric, m.unit, m.value, m.repetition"
+    " m.point, m.params, m.metric, m.unit, m.value, m.repetition, m.started_at"
     " FROM measurements m JOIN runs r ON r.run_id = m.run_id"
     " WHERE m.phase = 'measured' AND m.status = 'ok' AND m.value IS NOT NULL"
 )
