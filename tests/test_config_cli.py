@@ -103,10 +103,14 @@ def job_resources(output: str, rule: str) -> list[dict]:
 
 def test_job_resources_with_and_without_partitions_and_exclusive(pipeline, tmp_path):
     """Resources that vary by job are functions, the others plain values: both reach the jobs."""
-    plain = job_resources(pipeline("-n", "--config", "scale=smoke").stdout, "fio")
+    listing = pipeline("-n", "--config", "scale=smoke").stdout
+    plain = job_resources(listing, "fio")
     assert plain and all(
         r["bench"] == "1" and r["slurm_partition"] == "" and r["slurm_extra"] == "" for r in plain
     )
+    # one Jupyter kernel starting at a time: two at once may bind the same port
+    figures = job_resources(listing, "figures")
+    assert figures and all(r["notebook"] == "1" for r in figures)
     assert all(int(r["runtime"]) >= 1 and int(r["mem_mb_per_cpu"]) > 0 for r in plain)
 
     partitioned = tmp_path / "partitioned.yaml"

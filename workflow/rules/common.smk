@@ -126,6 +126,10 @@ _queue_limit()
 # Slurm allocation, whose Snakemake lays its group's jobs end to end only under this
 # limit (otherwise it would add their CPUs and nodes up for the step it starts them in).
 workflow.global_resources.setdefault("bench", 1)
+# One notebook at a time (each figures job takes notebook=1): Jupyter's client picks its
+# kernel's ports by binding and releasing them, and two kernels started at once may pick
+# the same one; the loser waits a minute and fails (snakemake/snakemake#3689).
+workflow.global_resources.setdefault("notebook", 1)
 
 
 def _load():

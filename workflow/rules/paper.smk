@@ -88,6 +88,8 @@ rule paper_figures:
         f"{OUT}/{{study}}/logs/figures_paper.log",
     conda:
         "../../envs/python.yaml"
+    resources:
+        notebook=1,
     params:
         reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
     shell:

@@ -56,6 +56,8 @@ rule figures:
         f"{OUT}/{{study}}/logs/figures_{{family}}.log",
     conda:
         "../../envs/python.yaml"
+    resources:
+        notebook=1,
     params:
         reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
         document=lambda wildcards: document_parameter(wildcards.study),
