@@ -32,6 +32,10 @@ include: "workflow/rules/fidelity.smk"
 include: "workflow/rules/database.smk"
 
 
+onstart:
+    stop_if_slurm_cannot_be_asked()
+
+
 rule all:
     default_target: True
     input:

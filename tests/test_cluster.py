@@ -123,3 +123,47 @@ def test_a_rank_started_inside_a_job_step_overlaps_it(monkeypatch):
         assert "--overlap" not in cfd_launch.launch_command("srun --mpi=pmix", 2, 1, local=False)
     monkeypatch.delenv("SLURM_STEP_ID")
     assert "--overlap" not in cfd_launch.launch_command("srun --mpi=pmix", 2, 1, local=False)
+
+
+def fake_slurm(folder, sinfo_exit: int, message: str = ""):
+    """sbatch and sinfo on PATH that print `message` to stderr and exit with `sinfo_exit`."""
+    folder.mkdir(exist_ok=True)
+    for name in ("sbatch", "sinfo"):
+        tool = folder / name
+        tool.write_text(f"#!/bin/sh\necho '{message}' >&2\necho 'debug*'\nexit {sinfo_exit}\n")
+        tool.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def fresh_slurm_answers(monkeypatch):
+    """No Slurm answer or failure remembered from another test."""
+    cluster.slurm_partitions.cache_clear()
+    monkeypatch.setattr(cluster, "_LAST_FAILURE", {})
+    yield
+    cluster.slurm_partitions.cache_clear()
+
+
+@pytest.mark.usefixtures("fresh_slurm_answers")
+def test_slurm_problem_says_why_jobs_cannot_be_submitted(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert cluster.slurm_problem() == "sbatch is not on PATH"
+
+    failing = fake_slurm(tmp_path / "down", 1, "sinfo: error: Unable to contact slurm controller")
+    monkeypatch.setenv("PATH", str(failing))
+    assert cluster.slurm_problem() == (
+        "Slurm does not answer: sinfo: error: Unable to contact slurm controller"
+    )
+
+    cluster.slurm_partitions.cache_clear()
+    monkeypatch.setenv("PATH", str(fake_slurm(tmp_path / "up", 0)))
+    assert cluster.slurm_problem() is None
+    assert cluster.slurm_partitions() == frozenset({"debug*"})
+
+    # a slurm.conf that is not there: Slurm's commands would retry for a minute, so none is run
+    cluster.slurm_partitions.cache_clear()
+    gone = tmp_path / "gone" / "slurm.conf"
+    monkeypatch.setenv("SLURM_CONF", str(gone))
+    assert cluster.slurm_problem() == f"SLURM_CONF names {gone}, which does not exist"
+    assert cluster.slurm_partitions() is None

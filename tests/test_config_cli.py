@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 from tierbench.workloads import registry
 
 
@@ -161,6 +162,27 @@ def test_a_slurm_plan_lists_its_allocations_within_the_sites_limits(pipeline):
     groups = set(re.findall(r"Group job (default-round1-\d+)", output))
     assert groups == {name for name, _, _ in listed}
     assert "below the 30 min the hardware file asks for" in output
+
+
+def test_a_slurm_run_whose_cluster_is_not_up_stops_before_any_job_saying_why(pipeline, tmp_path):
+    """The cluster on this machine down: its slurm.conf is gone, and every Slurm command
+    retried for a minute; the run failed its first job 5 minutes in, with no reason."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (tools / "sbatch").chmod(0o755)
+    hardware = yaml.safe_load((pipeline.root / "config/hardware/minicluster.yaml").read_text())
+    gone = tmp_path / "slurm.conf"
+    hardware.update(name="site", path=[str(tools)], env={"SLURM_CONF": str(gone)})
+    (pipeline.root / "config/hardware/site.yaml").write_text(yaml.safe_dump(hardware))
+    (pipeline.root / "slurm").symlink_to((REPO / "slurm").readlink())
+    done = pipeline("--profile", "slurm", "--config", "scale=smoke", "hardware=site", check=False)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Cannot submit to Slurm: SLURM_CONF names {gone}, which does not exist "
+        "(run where sbatch and sinfo work, or without --profile slurm)."
+    ), done.stderr[-2000:]
+    assert not (pipeline.root / "results/site/default/plan.json").exists()  # no job ran
 
 
 def test_the_full_paper_on_a_slurm_site_is_a_few_dozen_jobs(pipeline, monkeypatch):

@@ -624,6 +624,22 @@ def bench_slurm_extra(workload):
     return extra
 
 
+def stop_if_slurm_cannot_be_asked():
+    """Before a run submits anything: stop with the reason when Slurm cannot be asked
+    (a cluster that is not up), not with a first job that fails minutes later."""
+    if executor_name() != "slurm":
+        return
+    problem = cluster.slurm_problem()
+    if problem:
+        hint = (
+            "./tierbench cluster up starts it"
+            if config.get("hardware") == "minicluster"
+            else "run where sbatch and sinfo work, or without --profile slurm"
+        )
+        # SystemExit, not WorkflowError: its message is then the run's last line
+        raise SystemExit(f"Cannot submit to Slurm: {problem} ({hint}).")
+
+
 @per_job
 def slurm_partition(wildcards):
     """Resource `slurm_partition`: the tier's partition, else the hardware file's.

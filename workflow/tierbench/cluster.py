@@ -110,15 +110,50 @@ def slurm_extra(exclusive: bool, tasks_per_node: int | None = None) -> str:
     return " ".join(options)
 
 
+#: why the last Slurm command asked failed (its last line of errors), for slurm_problem
+_LAST_FAILURE: dict[str, str] = {}
+
+
+def _missing_slurm_conf() -> str | None:
+    """SLURM_CONF when it names no file (a hardware file's `env` for a cluster that is
+    not up): Slurm's commands then retry for a minute before they fail."""
+    conf = os.environ.get("SLURM_CONF")
+    return conf if conf and not os.path.isfile(conf) else None
+
+
 def _ask_slurm(command: list[str]) -> str | None:
-    """What a Slurm command prints, or None when it is missing or fails."""
-    if shutil.which(command[0]) is None:
+    """What a Slurm command prints, or None when it is missing or fails. After one
+    time-out no command is asked again: each would wait as long."""
+    if shutil.which(command[0]) is None or _missing_slurm_conf() or "timeout" in _LAST_FAILURE:
         return None
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError):
+    except subprocess.TimeoutExpired:
+        _LAST_FAILURE["timeout"] = f"{command[0]} did not answer in 60 s"
+        return None
+    except subprocess.CalledProcessError as failed:
+        lines = (failed.stderr or "").strip().splitlines()
+        _LAST_FAILURE["error"] = lines[-1] if lines else f"{command[0]} failed"
+        return None
+    except OSError as failed:
+        _LAST_FAILURE["error"] = f"{command[0]}: {failed}"
         return None
     return done.stdout
+
+
+def slurm_problem() -> str | None:
+    """Why jobs cannot be submitted from here (no sbatch, no slurm.conf, sinfo failing),
+    or None: asked once before a run submits, so that it stops at once with the reason
+    instead of failing its first job minutes later with none."""
+    if shutil.which("sbatch") is None:
+        return "sbatch is not on PATH"
+    conf = _missing_slurm_conf()
+    if conf:
+        return f"SLURM_CONF names {conf}, which does not exist"
+    if slurm_partitions() is None:
+        reason = _LAST_FAILURE.get("timeout") or _LAST_FAILURE.get("error") or "sinfo failed"
+        return f"Slurm does not answer: {reason}"
+    return None
 
 
 def _partition_values(field: str, partition: str | None) -> list[str]:
