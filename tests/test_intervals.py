@@ -1,5 +1,7 @@
 """Bootstrap intervals of ratios: exact on constant data, honest on noisy data, seeded."""
 
+import math
+
 import numpy as np
 import pytest
 from tierbench import intervals
@@ -130,3 +132,10 @@ def test_coverage_with_each_runs_own_error_is_at_least_95_percent():
         found = intervals.ratio(a_err, b_err, seed=trial, resamples=1000)
         within += found.known and found.low <= 0.5 <= found.high
     assert bare / trials < 0.93 and within / trials >= 0.95, (bare, within)  # 179, 199
+
+
+def test_start_times_read_as_seconds_with_or_without_a_zone():
+    stamps = ["1970-01-01T00:01:00+00:00", "1970-01-01T00:01:00Z", "1970-01-01T01:01:00+01:00"]
+    assert intervals.epoch_seconds(stamps) == [60.0, 60.0, 60.0]
+    assert intervals.epoch_seconds(["1970-01-01T00:00:01.5"]) == [1.5]  # no zone: UTC
+    assert all(math.isnan(s) for s in intervals.epoch_seconds([None, "", "nan", float("nan")]))

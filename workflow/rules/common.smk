@@ -707,6 +707,8 @@ def bench_mpi(workload):
 # packed into a few Slurm jobs, Snakemake job groups named by allocation_group. Each job
 # takes bench=1, as locally: the group's jobs are then laid end to end (its time limit is
 # their sum, its nodes their most), and one allocation runs at a time.
+from functools import cache  # noqa: E402
+
 from tierbench import allocations  # noqa: E402
 from tierbench.units import parse_duration_minutes  # noqa: E402
 
@@ -785,9 +787,11 @@ def first_round(point):
     return matrix.repetitions(STUDIES[point.study], point.experiment)
 
 
+@cache
 def first_round_order(study):
     """A study's first round as it runs: units of jobs kept together, in order; in rounds
-    (allocations.rounds) when the study asks for `order: rounds`."""
+    (allocations.rounds) when the study asks for `order: rounds`. Cached: both the
+    packing and each job's run before it read it."""
     units = allocation_units(study, first_round)
     return allocations.rounds(units) if matrix.in_rounds(STUDIES[study]) else units
 

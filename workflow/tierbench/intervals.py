@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -60,6 +61,20 @@ class Sample:
     @property
     def median(self) -> float | None:
         return float(np.median(self.values)) if self.values else None
+
+
+def epoch_seconds(stamps) -> list[float]:
+    """Each ISO 8601 start time (a record's ``started_at``; UTC when it names no zone) in
+    seconds since the epoch, NaN where missing or unreadable: the ``started`` of sample."""
+    seconds = []
+    for stamp in stamps:
+        try:
+            when = datetime.fromisoformat(str(stamp))
+        except ValueError:
+            seconds.append(math.nan)
+            continue
+        seconds.append((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp())
+    return seconds
 
 
 def sample(values, repetitions=None, started=None) -> Sample:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from . import intervals, pagecache, workloads
@@ -34,12 +33,8 @@ class Runs:
         if results is None or results.empty:
             return
         rows = results[(results["phase"] == "measured") & (results["status"] == "ok")]
-        if "started_at" in rows.columns:
-            started = pd.to_datetime(rows["started_at"], utc=True, errors="coerce")
-            seconds = (started - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
-        else:
-            seconds = pd.Series(np.nan, index=rows.index)
-        rows = rows.assign(_started=seconds.astype(float))
+        stamps = rows["started_at"] if "started_at" in rows.columns else [None] * len(rows)
+        rows = rows.assign(_started=intervals.epoch_seconds(stamps))
         keys = rows[POINT_METRIC].astype(str)
         for key, group in rows.groupby([keys[c] for c in POINT_METRIC], sort=False):
             values = group["value"].astype(float).tolist()

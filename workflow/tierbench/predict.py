@@ -154,12 +154,10 @@ def _params(text: str) -> dict:
 def _sample(rows: pd.DataFrame, scale: float = 1.0) -> intervals.Sample:
     """Its values with their repetitions and start times: points that ran in rounds (a
     study's ``order: rounds``) are then resampled together, run by run."""
-    started = pd.to_datetime(rows["started_at"], utc=True, errors="coerce")
-    seconds = (started - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
     return intervals.sample(
         [float(v) * scale for v in rows["value"]],
         pd.to_numeric(rows["repetition"]).astype(int).tolist(),
-        seconds.astype(float).tolist(),
+        intervals.epoch_seconds(rows["started_at"]),
     )
 
 
