@@ -534,6 +534,33 @@ def test_cfd_plots_every_workload_of_its_family_and_goes_without_published_rows(
     }
 
 
+def test_cfd_time_per_step_of_simplefoam_at_one_write_interval_shows_its_points(
+    tmp_path, monkeypatch
+):
+    """A study timing simpleFoam at one write interval (the prediction study): each tier is
+    one point, which a line alone does not draw, and the caption is simpleFoam's."""
+    study = Study()
+    params = {"ranks": 1, "steps": 30, "cells_per_rank": 10000, "ensemble": 1,
+              "write_interval": "1", "file_handler": "uncollated", "write_format": "binary",
+              "purge_write": 0, "warmup_steps": 2}  # fmt: skip
+    for tier, seconds in (("local", 0.04), ("shared", 0.25)):
+        study.point("openfoam", "simplefoam", tier, "tmpfs", "single", params,
+                    {"time_per_step": ("s", seconds)})  # fmt: skip
+    drawn = {}
+    save = cfd.plotting.save
+    monkeypatch.setattr(
+        cfd.plotting, "save", lambda fig, *args: drawn.update({args[1]: fig}) or save(fig, *args)
+    )
+    _, summary = study.tables()
+    cfd.make(summary, str(tmp_path), workloads=["cfd_proxy", "openfoam"])
+    caption = manifest(tmp_path)["cfd_time_per_step"]["caption"]
+    assert caption.startswith("Time per step of OpenFOAM's simpleFoam"), caption
+    assert "cfd_proxy" not in caption and "no I/O" not in caption and "Ensemble" not in caption
+    (ax,) = drawn["cfd_time_per_step"].axes
+    points = [line for line in ax.get_lines() if line.get_marker() not in ("None", "", None)]
+    assert len([line for line in points if len(line.get_xdata()) == 1]) == 2  # one per tier
+
+
 #: document 001's headline table, as its study file declares it and its verdict carries it
 PUBLISHED_FIGURE = verdicts.load_paper(REFERENCE.parent / "studies" / "cfd_dcpmm.yaml")[
     "published_figure"

@@ -30,6 +30,18 @@ STRUCTURAL = [
 #: parameters that change only the writes: a no-I/O run does not depend on them
 IO_ONLY = {"write_interval", "file_handler", "write_format", "purge_write", "fsync"}
 LABEL = {"none": "no I/O"}
+#: what a caption says each workload of the family is
+SOLVER_TEXT = {
+    "cfd_proxy": (
+        "the cfd_proxy (an OpenFOAM-style MPI solver: Jacobi sweeps and halo exchange for the "
+        "compute every step, then every write-interval steps the uncollated output of document "
+        "001, processorN/<time>/ with 8 files and 3 folders per rank)"
+    ),
+    "openfoam": (
+        "OpenFOAM's simpleFoam on document 001's duct (kOmegaSST; every write-interval "
+        "iterations its fields in a time folder per rank)"
+    ),
+}
 WRITE_KEYS = ["wi", "file_handler", "write_format", "purge_write", "experiment"]
 
 
@@ -265,10 +277,10 @@ def time_per_step(c: dict) -> None:
             y="median",
             hue=c["hue"],
             hue_order=sorted(steps[c["hue"]].unique()),
-            style="run" if many_ranks else None,
-            markers=True,
             dashes=False,
             ax=ax,
+            # a marker on every point: a tier measured at one write interval has no line
+            **({"style": "run", "markers": True} if many_ranks else {"marker": "o"}),
         )
         plotting.errorbars(ax, part, "x")
         ax.set_xticks(range(len(wis)), [LABEL.get(w, w) for w in wis])
@@ -282,14 +294,17 @@ def time_per_step(c: dict) -> None:
     axes[0][0].set_ylim(bottom=0, top=top)  # shared by the panels
     clipped = " Bars that leave the plot are cut at its top." if steps["max"].max() > top else ""
     cfd = c["cfd"]
+    solvers = " and ".join(SOLVER_TEXT.get(w, w) for w in sorted(set(steps["workload"])))
     caption = (
-        "Time per step of the cfd_proxy (an OpenFOAM-style MPI solver: Jacobi sweeps and halo "
-        "exchange for the compute every step, then every write-interval steps the uncollated "
-        "output of document 001, processorN/<time>/ with 8 files and 3 folders per rank) "
-        "against the write interval; "
-        "'no I/O' is the same run without writes. Ensemble members are independent launches "
-        f"started together on the same tier. {setting_text(steps)}. Buffered writes, no fsync, as "
-        f"OpenFOAM. Median of {c['reps']} measured repetitions (bars: min to max).{clipped}"
+        f"Time per step of {solvers} against the write interval; "
+        + ("'no I/O' is the same run without writes. " if "none" in wis else "")
+        + (
+            "Ensemble members are independent launches started together on the same tier. "
+            if max(ensembles) > 1
+            else ""
+        )
+        + f"{setting_text(steps)}. Buffered writes, no fsync, as OpenFOAM. Median of "
+        f"{c['reps']} measured repetitions (bars: min to max).{clipped}"
         + plotting.describe_problems(cfd[cfd["file_handler"] == "uncollated"])
     )
     plotting.save(
