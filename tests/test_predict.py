@@ -394,3 +394,30 @@ def test_points_that_ran_in_rounds_are_resampled_run_by_run(db):
     assert paired["check"] == predict.HOLDS
     assert 0.97 < paired["ratio_low"] < paired["ratio_high"] < 1.03
     assert alone["check"] == predict.UNDECIDED
+
+
+@pytest.mark.parametrize(("share", "more_than_all"), [(0.8, False), (1.05, True)])
+def test_the_report_says_when_a_jobs_calls_cost_it_less_than_the_benchmarks(
+    tmp_path, share, more_than_all
+):
+    """A job profiled on a slow tier, its rest read from its CPU time: the report gives its
+    calls' share of its time at that tier's costs, and says what a share above all of it
+    means (run 10 of the prediction study: 105 % for the files job on GlusterFS)."""
+    from conftest import study_for_report
+    from test_answer import rows
+    from tierbench import report
+
+    frame = rows("command", "wall_time", "s", {"disk": [15, 16, 17]}).assign(
+        study="s", experiment="files", host="h", point="single", started_at="t", duration_s=1
+    )
+    study_for_report(tmp_path / "m" / "s", frame, ["disk"])
+    job = {"experiment": "files", "point": "single", "machine": "m", "tier": "disk",
+           "metric": "wall_time", "time": 16.0, "time_n": 3, "rest": 2.7, "rest_low": 2.4,
+           "rest_high": 2.7, "rest_from": "cpu", "io_share": share, "caution": "",
+           "reason": "", "calls": {}}  # fmt: skip
+    (tmp_path / "m/s/prediction.json").write_text(
+        json.dumps({"jobs": [job], "rows": [], "band": [0.75, 1.25]})
+    )
+    html = report.render(tmp_path / "m", ["s"], {"s": "S"})
+    assert f"at that tier's costs, come to {round(100 * share)} % of its time" in html
+    assert ("more than all of it: they cost it less than" in html) == more_than_all
