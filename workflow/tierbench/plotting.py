@@ -183,17 +183,26 @@ def with_bytes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame
 
 
-def errorbars(ax, frame: pd.DataFrame, x: str, y: str = "median") -> None:
-    """Min-max bars of the measured repetitions."""
-    ax.errorbar(
-        frame[x],
-        frame[y],
-        yerr=[frame[y] - frame["min"], frame["max"] - frame[y]],
-        fmt="none",
-        ecolor="0.3",
-        elinewidth=1,
-        capsize=3,
-    )
+def errorbars(
+    ax, frame: pd.DataFrame, x: str, y: str = "median", hue: str | None = None, order=None
+) -> None:
+    """Min-max bars of the measured repetitions; with ``hue`` (and its ``order``, as the
+    plot's), each series' bars in its colour, so that bars at one x tell whose they are."""
+    series = [(frame, "0.3")]
+    if hue is not None:
+        order = list(order if order is not None else sorted(frame[hue].unique()))
+        colours = sns.color_palette(n_colors=len(order))
+        series = [(frame[frame[hue] == name], c) for name, c in zip(order, colours, strict=True)]
+    for part, colour in series:
+        ax.errorbar(
+            part[x],
+            part[y],
+            yerr=[part[y] - part["min"], part["max"] - part[y]],
+            fmt="none",
+            ecolor=colour,
+            elinewidth=1,
+            capsize=3,
+        )
 
 
 def save(fig, out_dir: str, name: str, title: str, caption: str) -> None:

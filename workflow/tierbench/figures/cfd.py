@@ -148,9 +148,13 @@ def context(summary: pd.DataFrame, out_dir: str, family: list[str]) -> dict:
     several = cfd["workload"].nunique() > 1
     cfd["series"] = (cfd["workload"] + ", " + cfd["tier"]) if several else cfd["tier"]
     ok = plotting.ok_rows(cfd)
+    # a traced run's times mean nothing (strace stops it at every call): not plotted
+    traced = generic.traced_experiments(ok)
+    ok = ok[~ok["experiment"].isin(traced)]
     c = {
         "cfd": cfd,
         "ok": ok,
+        "traced": traced,
         "reps": int(ok["n"].max()) if len(ok) else 0,
         # a solver setting: what a no-I/O run of the same workload and tier shares
         "solver": ["workload", "tier", "series"] + [p for p in params if p not in IO_ONLY],
@@ -269,6 +273,11 @@ def time_per_step(c: dict) -> None:
     fig, axes = plt.subplots(
         1, len(ensembles), figsize=(5.5 * len(ensembles), 4.3), sharey=True, squeeze=False
     )
+    series = sorted(steps[c["hue"]].unique())
+    # each series a little apart at an x, so that bars of one write interval do not overlap
+    steps["x"] += steps[c["hue"]].map(
+        {name: 0.04 * (i - (len(series) - 1) / 2) for i, name in enumerate(series)}
+    )
     for ax, ensemble in zip(axes[0], ensembles, strict=True):
         part = steps[steps["ensemble"] == ensemble].sort_values("x")
         sns.lineplot(
@@ -276,14 +285,15 @@ def time_per_step(c: dict) -> None:
             x="x",
             y="median",
             hue=c["hue"],
-            hue_order=sorted(steps[c["hue"]].unique()),
+            hue_order=series,
             dashes=False,
             ax=ax,
             # a marker on every point: a tier measured at one write interval has no line
             **({"style": "run", "markers": True} if many_ranks else {"marker": "o"}),
         )
-        plotting.errorbars(ax, part, "x")
+        plotting.errorbars(ax, part, "x", hue=c["hue"], order=series)
         ax.set_xticks(range(len(wis)), [LABEL.get(w, w) for w in wis])
+        ax.set_xlim(-0.5, len(wis) - 0.5)  # a write interval's width, however many there are
         ax.set_xlabel("write interval (steps between writes)")
         ax.set_ylabel("time per step (s)")
         ax.set_title(ensemble_label(ensemble))
@@ -305,6 +315,11 @@ def time_per_step(c: dict) -> None:
         )
         + f"{setting_text(steps)}. Buffered writes, no fsync, as OpenFOAM. Median of "
         f"{c['reps']} measured repetitions (bars: min to max).{clipped}"
+        + (
+            f" Left out, counted under strace (their times mean nothing): {', '.join(c['traced'])}."
+            if c["traced"]
+            else ""
+        )
         + plotting.describe_problems(cfd[cfd["file_handler"] == "uncollated"])
     )
     plotting.save(
