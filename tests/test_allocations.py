@@ -129,8 +129,8 @@ def test_each_job_waits_for_the_one_before_it_on_its_own_partition():
 @pytest.mark.e2e
 def test_a_study_in_rounds_runs_them_in_order_on_its_own_machine(pipeline):
     """`order: rounds` without Slurm: each job waits for the one before it, so the runs'
-    start times follow allocations.rounds, and a second run of the same command runs
-    nothing."""
+    start times follow allocations.rounds, and a dry run of the same command afterwards
+    has nothing to do."""
     study = {
         "study": "rounds",
         "repetitions": 3,
@@ -143,7 +143,8 @@ def test_a_study_in_rounds_runs_them_in_order_on_its_own_machine(pipeline):
     }  # fmt: skip
     (pipeline.root / "config/studies/rounds.yaml").write_text(yaml.safe_dump(study))
     target = "results/testbox/rounds/results.csv"
-    pipeline(target, "-c2", "--configfile", "config/studies/rounds.yaml")
+    recorded = "results/testbox/rounds/run.json"  # the run in the results database
+    pipeline(recorded, "-c2", "--configfile", "config/studies/rounds.yaml")
     # the jobs in the order Snakemake started them (the records' start times are in seconds)
     (log,) = (pipeline.root / ".snakemake/log").glob("*.snakemake.log")
     started = re.findall(r"experiment=(\w+), tier=(\w+), point=single, rep=(\d+)", log.read_text())
@@ -152,5 +153,6 @@ def test_a_study_in_rounds_runs_them_in_order_on_its_own_machine(pipeline):
     units = [point(name, 4) for name in points]
     assert ran == [(j.point, j.rep) for unit in allocations.rounds(units) for j in unit]
     assert len(pd.read_csv(pipeline.root / target).groupby(["experiment", "tier"])) == 4
-    again = pipeline(target, "-n", "-c2", "--configfile", "config/studies/rounds.yaml")
-    assert "Nothing to be done" in again.stdout + again.stderr
+    # nor does a dry run: no job's parameters differ there (the executor it records did)
+    again = pipeline(recorded, "-n", "-c2", "--configfile", "config/studies/rounds.yaml")
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]

@@ -450,6 +450,13 @@ def test_document_001_study_on_two_nodes(pipeline, slurm: MiniCluster):
     for verdict in first:
         assert verdict["status"] != "inconclusive", verdict
         assert "shared/local" in verdict["text"], verdict["text"]
+    # a dry run of the same command has nothing to do: its jobs' parameters (the MPI
+    # launcher, the executor recorded) are those of the run, not of a local one
+    again = on_slurm(
+        pipeline, "-n", "--configfile", document_001_experiments(root), "--config",
+        "scale=smoke", f"hardware={HARDWARE}", "repetitions=1", "exclusive=True",
+    )  # fmt: skip
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
     print(f"cfd_dcpmm smoke on two Slurm nodes: {len(results)} rows in {elapsed:.0f} s")
 
 

@@ -467,7 +467,7 @@ def bench_threads(workload):
     to 6,700 MB/s alone. Locally, then, a benchmark holds all cores (Snakemake
     caps threads at --cores) unless `exclusive: true` lets benchmarks run side
     by side; under Slurm a job asks for what it uses (the dry run shows what a
-    local run would do, as it does for the MPI launcher).
+    local run would do; its MPI launcher is the planned run's, see planned_executor).
     """
     own = point_resource(workload, "threads")
     if config.get("exclusive"):
@@ -677,9 +677,21 @@ SLURM_PARTITION = (
 )
 
 
+def planned_executor():
+    """The executor of the run a job's params describe: a dry run's is the run it plans,
+    Slurm for a hardware file whose scheduler is Slurm (as in_allocations), else local.
+    A param that differs between the two made a dry run after a finished Slurm run list
+    every job as changed (params are a rerun trigger), while the run itself had nothing
+    to do."""
+    executor = executor_name()
+    if executor == "dryrun":
+        return "slurm" if HARDWARE.get("scheduler") == "slurm" else "local"
+    return executor
+
+
 def mpi_launcher():
     """`srun --mpi=pmix` under Slurm, `mpiexec` locally, or the hardware file's `mpi`."""
-    return cluster.mpi_launcher(executor_name(), HARDWARE)
+    return cluster.mpi_launcher(planned_executor(), HARDWARE)
 
 
 def bench_mpi(workload):

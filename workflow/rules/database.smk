@@ -13,7 +13,9 @@ rule record_run:
     and the append is one transaction that waits for other writers (on a
     network file system under a lock that holds across hosts, see resultsdb).
     {OUT}/{study}/run.json says what was recorded, and lets a rebuild from
-    the raw records restore the scale, commit and executor.
+    the raw records restore the scale, commit and executor. The executor is
+    read from the records (Slurm job ids or none), not passed: a parameter
+    would be "dryrun" in a dry run, which then re-ran this rule every time.
     """
     input:
         raw=study_records,
@@ -33,13 +35,12 @@ rule record_run:
         machine=MACHINE,
         scale=config["scale"],
         noise=config.get("noise_threshold", 0.25),
-        executor=lambda wildcards: executor_name() or "local",
         verdict=lambda wildcards, input: (
             f"--verdict {input.verdict}" if input.verdict else ""
         ),
     shell:
         "python -m tierbench.resultsdb_cli append --db {params.db:q} --machine {params.machine}"
-        " --study {wildcards.study} --scale {params.scale} --executor {params.executor}"
+        " --study {wildcards.study} --scale {params.scale}"
         " --noise-threshold {params.noise} --results {input.results}"
         " --summary {input.summary} {params.verdict} --provenance {input.tiers}"
         " --nodes {input.nodes} --out {output} {input.raw} 2> {log}"
