@@ -679,7 +679,7 @@ SLURM_PARTITION = (
 
 def planned_executor():
     """The executor of the run a job's params describe: a dry run's is the run it plans,
-    Slurm for a hardware file whose scheduler is Slurm (as in_allocations), else local.
+    Slurm for a hardware file whose scheduler is Slurm, else local (in_allocations too).
     A param that differs between the two made a dry run after a finished Slurm run list
     every job as changed (params are a rerun trigger), while the run itself had nothing
     to do."""
@@ -732,10 +732,9 @@ def in_allocations():
     """Are benchmarks packed into allocations? Under the Slurm executor, inside one of its
     allocations (where Snakemake runs the jobs with its local executor), and in a dry run
     for a hardware file whose scheduler is Slurm (the plan a user checks first)."""
-    executor = executor_name()
-    if executor == "dryrun":
-        return HARDWARE.get("scheduler") == "slurm"
-    return cluster.on_slurm(executor) or cluster.in_slurm_job()
+    if executor_name() == "dryrun":
+        return cluster.on_slurm(planned_executor())
+    return cluster.on_slurm(executor_name()) or cluster.in_slurm_job()
 
 
 def allocation_limits():
