@@ -9,10 +9,12 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -862,14 +864,17 @@ def test_a_launcher_that_fails_is_a_failed_point_not_a_hang(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_each_launch_gets_its_own_mpi_session_folder(tmp_path):
-    """Concurrent mpiexec race for one /tmp session folder; each launch has its own."""
+def test_each_launch_gets_its_own_mpi_session_and_segment_folders(tmp_path):
+    """Concurrent mpiexec race for one /tmp session folder; each launch has its own, and
+    its ranks' shared-memory segments in a folder of /dev/shm of its own."""
     seen = tmp_path / "seen"
     seen.mkdir()
     fake = tmp_path / "bin" / "mpiexec"
     fake.parent.mkdir()
     fake.write_text(
-        f'#!/bin/sh\necho "$OMPI_MCA_orte_tmpdir_base" > {shlex.quote(str(seen))}/$$\nexit 1\n'
+        "#!/bin/sh\n"
+        'echo "$OMPI_MCA_orte_tmpdir_base $OMPI_MCA_btl_vader_backing_directory" '
+        f"> {shlex.quote(str(seen))}/$$\nexit 1\n"
     )
     fake.chmod(0o755)
     (tmp_path / "tier").mkdir()
@@ -878,10 +883,37 @@ def test_each_launch_gets_its_own_mpi_session_folder(tmp_path):
     point = spec(tmp_path / "tier", ensemble=3, compute_per_cell_step=0, single_first=False)
     record = run_job({**point, "launcher": launcher}, cfd_proxy.run)
     assert record["metrics"][0]["status"] == "failed"
-    sessions = {p.read_text().strip() for p in seen.iterdir()}
-    assert len(sessions) == 3 and all(s.startswith(tempfile.gettempdir()) for s in sessions)
-    assert not any(os.path.exists(s) for s in sessions)  # removed after the run
+    sessions, segments = zip(*(p.read_text().split() for p in seen.iterdir()), strict=True)
+    assert len(set(sessions)) == 3 and all(s.startswith(tempfile.gettempdir()) for s in sessions)
+    assert len(set(segments)) == 3 and all(s.startswith("/dev/shm/tierbench-") for s in segments)
+    assert not any(os.path.exists(s) for s in sessions + segments)  # removed after the run
     assert list((tmp_path / "tier").iterdir()) == []
+
+
+@needs_mpi
+def test_a_killed_launch_leaves_no_shared_memory_segments_in_dev_shm():
+    """mpiexec killed outright leaves its ranks' segments (4 MiB each) behind; in the
+    launch's own folder they go with it."""
+    before = set(os.listdir("/dev/shm"))
+    folders = cfd_launch.private_folders("mpiexec", local=True)
+    (segments,) = set(folders.values()) - {folders[cfd_launch.SESSION_VARS[0]]}
+    env = {**cfd_launch.launch_env("mpiexec", local=True)[0], **folders}
+    wait = "from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); import time; time.sleep(60)"
+    command = cfd_launch.launch_command("mpiexec", 2, 1, local=True)
+    launch = subprocess.Popen(
+        [*command, sys.executable, "-c", wait], env=env, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(segments)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(os.listdir(segments)) == 2  # one a rank, there and not in /dev/shm
+    finally:  # the launcher and its ranks, with no chance to clean up
+        os.killpg(launch.pid, signal.SIGKILL)
+        launch.wait()
+        cfd_launch.remove_private_folders(folders)
+    assert not os.path.exists(segments)
+    assert {n for n in set(os.listdir("/dev/shm")) - before if "segment" in n} == set()
 
 
 def test_a_calibration_launch_that_fails_is_a_failed_point(tmp_path):

@@ -287,6 +287,42 @@ def test_what_another_living_process_holds_there_is_not_the_commands(tmp_path, c
     )
 
 
+LAUNCHER = """
+import os, sys, time
+tier, go, ready, shell = sys.argv[1:]
+while not os.path.exists(go):
+    time.sleep(0.02)
+open(tier + "/segment.2", "w").close()
+open(ready, "w").close()
+pid = int(open(shell).read())
+while os.path.exists(f"/proc/{pid}"):
+    time.sleep(0.02)
+time.sleep(1.0)
+os.remove(tier + "/segment.2")
+"""
+
+
+def test_what_another_process_removes_soon_after_the_command_ended_is_not_the_commands(
+    tmp_path, capfd
+):
+    """An MPI launcher beside it removes its ranks' segments a moment after they exit:
+    when the command ends in between, no process holds them, yet they are not its."""
+    tier, go, ready, shell = (tmp_path / name for name in ("tier", "go", "ready", "shell"))
+    tier.mkdir()
+    other = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(tier), str(go), str(ready), str(shell)]
+    )
+    try:
+        wait = f"echo $$ > {shell}; touch {go}; until [ -e {ready} ]; do sleep 0.02; done"
+        record = run_point(tier, {"command": wait, "time_limit": 30})
+        other.wait(timeout=30)
+    finally:
+        other.kill()
+    values(record)
+    assert f"not the command's, in {tier}: segment.2 (gone again)" in capfd.readouterr().err
+    assert list(tier.iterdir()) == []
+
+
 def test_the_run_folder_is_removed_even_when_the_command_removes_its_marker(tmp_path):
     values(run_point(tmp_path / "tier", {"command": "rm -f .tierbench-run; touch x"}))
     assert not list((tmp_path / "tier").iterdir())

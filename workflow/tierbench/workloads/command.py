@@ -378,12 +378,29 @@ def holders(parent: Path) -> dict[str, str]:
     return held
 
 
+#: how long an entry of the tier's top level that no process holds is given to go again:
+#: an MPI launcher removes its ranks' shared-memory segments only after they have exited
+SETTLE_S = 2.0
+
+
+def others_settled(parent: Path, names: list[str]) -> tuple[dict[str, Entry], dict[str, str]]:
+    """The tier's top level and what living processes hold there, once each of ``names``
+    is held or gone again, or after SETTLE_S."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        now, held = outside(parent, ""), holders(parent)
+        if all(n in held or n not in now for n in names) or time.monotonic() > deadline:
+            return now, held
+        time.sleep(0.2)
+
+
 def outside_problem(
     parent: Path, before: dict[str, Entry], after: dict[str, Entry], log=print
 ) -> str | None:
     """The reason a point fails when the command created or changed an entry of the tier's
     top level. Run after its processes are gone: what a living process holds open, or what
-    is gone again, was another process's; removals are logged only (they leave nothing)."""
+    is gone again within SETTLE_S, was another process's; removals are logged only (they
+    leave nothing)."""
     removed = sorted(set(before) - set(after))
     if removed:
         log(f"removed from {parent} while the command ran: {shortened(removed)}")
@@ -393,7 +410,7 @@ def outside_problem(
     }
     if not any(changes.values()):
         return None
-    now, held = outside(parent, ""), holders(parent)
+    now, held = others_settled(parent, changes["created"] + changes["changed"])
     others = sorted(n for names in changes.values() for n in names if n in held or n not in now)
     if others:
         why = [f"{n} (held by {held[n]})" if n in held else f"{n} (gone again)" for n in others]

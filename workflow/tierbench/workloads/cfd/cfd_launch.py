@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +27,9 @@ DEFAULT_LAUNCHER = "mpiexec"
 OPEN_MPI_LAUNCHERS = ("mpiexec", "mpirun", "orterun")
 #: where Open MPI 4 (orte) and 5 (prrte) put a launch's session folder
 SESSION_VARS = ("OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base")
+#: where Open MPI 4 (vader) and 5 (sm) put the ranks' shared-memory segments (/dev/shm)
+SEGMENT_VARS = ("OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory")
+SHM = "/dev/shm"
 
 
 def write_interval(params: dict) -> int | None:
@@ -122,6 +127,32 @@ def launch_env(launcher: str, local: bool) -> tuple[dict, dict]:
             value = os.pathsep.join([value, env[key]])
         env[key] = value
     return env, added
+
+
+def private_folders(launcher: str, local: bool) -> dict[str, str]:
+    """Folders of one Open MPI launch's own, as the variables that name them (none for
+    other launchers); :func:`remove_private_folders` removes them after the launch.
+
+    Its session folder is in the system's temp folder: concurrent ``mpiexec`` (Open MPI
+    4) race to make the same one in /tmp ("mkdir ... File exists" and orte_init fails).
+    On this machine its ranks' shared-memory segments (4 MiB a rank) are in a folder of
+    /dev/shm: in /dev/shm itself, those of a killed launch stay there for good, and those
+    made while a command ran on the /dev/shm tier were taken for that command's writes
+    outside its run folder. Under Slurm, /dev/shm of the other nodes has no such folder.
+    """
+    if launcher_tool(launcher) not in OPEN_MPI_LAUNCHERS:
+        return {}
+    folders = dict.fromkeys(SESSION_VARS, tempfile.mkdtemp(prefix="tierbench-mpi-"))
+    if local and os.path.isdir(SHM) and os.access(SHM, os.W_OK):
+        segments = tempfile.mkdtemp(prefix="tierbench-mpi-", dir=SHM)
+        folders.update(dict.fromkeys(SEGMENT_VARS, segments))
+    return folders
+
+
+def remove_private_folders(folders: dict[str, str]) -> None:
+    """Remove a launch's own folders, with what a killed launch left in them."""
+    for folder in set(folders.values()):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def alone_first(p: dict) -> bool:

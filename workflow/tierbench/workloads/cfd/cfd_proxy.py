@@ -43,7 +43,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -66,6 +65,8 @@ from .cfd_launch import (
     launcher_tool,
     member_nodes,
     page_cache_rule,
+    private_folders,
+    remove_private_folders,
     spans_nodes,
     under_slurm,
 )
@@ -117,9 +118,8 @@ def start_members(
 ) -> None:
     """Start one launch per ensemble member; ``members`` gets each as soon as it runs.
 
-    Concurrent ``mpiexec`` (Open MPI 4) race to make the same session folder
-    in /tmp ("mkdir ... File exists" and orte_init fails), so each launch gets
-    a private one in the system's temp folder, never on the tier measured.
+    Each launch has folders of its own (:func:`private_folders`), never on the
+    tier measured.
     ``label`` names the round: ``alone`` is member 0 run by itself before the
     ensemble (:func:`run_alone`), in case, log and gate folders of its own.
     """
@@ -129,8 +129,7 @@ def start_members(
     gate.mkdir(parents=True)
     local = not under_slurm()
     env, added = launch_env(launcher, local)
-    own_session = launcher_tool(launcher) in OPEN_MPI_LAUNCHERS
-    if own_session:
+    if launcher_tool(launcher) in OPEN_MPI_LAUNCHERS:
         added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     for i in range(1 if label == ALONE else p["ensemble"]):
@@ -145,20 +144,19 @@ def start_members(
             "--name", str(i),
             "--run-folder", str(folder),
         ]  # fmt: skip
-        session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
-        member_env = {**env, **dict.fromkeys(SESSION_VARS, session)} if session else env
+        folders = private_folders(launcher, local)
         member = {
             "index": i,
             "label": label,
             "command": command,
-            "session": session,
+            "folders": folders,
             "process": None,
             "reader": None,
         }
         members.append(member)
         try:
             member["process"] = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=member_env
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**env, **folders}
             )
         except FileNotFoundError:
             raise PointFailed(f"the mpi launcher {command[0]!r} is not installed") from None
@@ -207,10 +205,8 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     out, log_path = control / "calibration.json", folder / "calibration.log"
     local = not under_slurm()
     env, _ = launch_env(launcher, local)
-    own_session = launcher_tool(launcher) in OPEN_MPI_LAUNCHERS
-    session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
-    if session:
-        env = {**env, **dict.fromkeys(SESSION_VARS, session)}
+    folders = private_folders(launcher, local)
+    env = {**env, **folders}
     command = launch_command(launcher, p["ranks"], p["ensemble"], local, member_nodes(job), 0) + [
         sys.executable, "-m", "tierbench.workloads.cfd.cfd_writer", "--calibrate",
         "--case", str(folder / "calibration"),
@@ -231,8 +227,7 @@ def calibrate_alone(job: Job, launcher: str, config: dict, p: dict) -> dict:
     except subprocess.TimeoutExpired:
         raise PointFailed(f"the calibration took longer than {START_TIMEOUT_S:.0f} s") from None
     finally:
-        if session:
-            shutil.rmtree(session, ignore_errors=True)
+        remove_private_folders(folders)
     output = log_path.read_text(errors="replace")
     if done.returncode != 0 or not out.exists():
         raise PointFailed(
@@ -282,7 +277,7 @@ def open_gate(job: Job, members: list[dict]) -> None:
 
 
 def stop(members: list[dict]) -> None:
-    """End what still runs, close the logs, remove the MPI session folders (idempotent)."""
+    """End what still runs, close the logs, remove the launches' own folders (idempotent)."""
     running = [m["process"] for m in members if m["process"] is not None]
     for process in running:
         if process.poll() is None:
@@ -296,8 +291,7 @@ def stop(members: list[dict]) -> None:
     for m in members:
         if m["reader"] is not None:
             m["reader"].join()
-        if m["session"]:
-            shutil.rmtree(m["session"], ignore_errors=True)
+        remove_private_folders(m["folders"])
 
 
 def collect(job: Job, members: list[dict]) -> list[dict]:

@@ -92,7 +92,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -108,8 +107,6 @@ from .. import Tool, Workload
 from . import foamcase
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
-    OPEN_MPI_LAUNCHERS,
-    SESSION_VARS,
     alone_first,
     copy_output,
     launch_command,
@@ -117,6 +114,8 @@ from .cfd_launch import (
     launcher_tool,
     member_nodes,
     page_cache_rule,
+    private_folders,
+    remove_private_folders,
     spans_nodes,
     under_slurm,
     write_interval,
@@ -183,7 +182,7 @@ class Member:
     command: list[str] | None = None
     process: subprocess.Popen | None = None
     reader: threading.Thread | None = None
-    session: str | None = None
+    folders: dict[str, str] = field(default_factory=dict)
     started: float = 0.0
     ended: float | None = None
     stamps: list[float] = field(default_factory=list)
@@ -438,7 +437,7 @@ def solver_command(p: dict, solver: str = "simpleFoam") -> list[str]:
 def start(
     job: Job, launcher: str, members: list[Member], p: dict, env: dict, solver: Solver
 ) -> None:
-    """Start every member's solver back to back, each with its own MPI session folder.
+    """Start every member's solver back to back, each with its own MPI folders.
 
     The output comes through a pipe so that each iteration's end is timestamped
     as it arrives; OpenFOAM flushes its log at every line.
@@ -447,7 +446,6 @@ def start(
     _, added = launch_env(launcher, local)
     added.pop("PYTHONPATH", None)  # for cfd_proxy's Python ranks; the solver needs none
     launch = {**env, **added}
-    own_session = launcher_tool(launcher) in OPEN_MPI_LAUNCHERS
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     origin = time.perf_counter()
     for member in members:
@@ -456,8 +454,7 @@ def start(
             launcher, p["ranks"], p["ensemble"], local, each, member.index
         )
         member.command += syscalls.rank_prefix(job) + solver_command(p, solver.name)
-        member.session = tempfile.mkdtemp(prefix="tierbench-mpi-") if own_session else None
-        member_env = {**launch, **dict.fromkeys(SESSION_VARS, member.session)}
+        member.folders = private_folders(launcher, local)
         member.started = time.perf_counter() - origin
         try:
             member.process = subprocess.Popen(
@@ -465,7 +462,7 @@ def start(
                 cwd=member.case,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=member_env if member.session else launch,
+                env={**launch, **member.folders},
             )
         except FileNotFoundError:
             raise PointFailed(f"the mpi launcher {member.command[0]!r} is not installed") from None
@@ -487,7 +484,7 @@ def start(
 
 
 def stop(members: list[Member]) -> None:
-    """End what still runs and remove the MPI session folders (idempotent)."""
+    """End what still runs and remove the launches' own folders (idempotent)."""
     for member in members:
         if member.process is not None and member.process.poll() is None:
             member.process.terminate()
@@ -498,8 +495,7 @@ def stop(members: list[Member]) -> None:
                 member.process.wait()
         if member.reader is not None:
             member.reader.join(timeout=10)
-        if member.session:
-            shutil.rmtree(member.session, ignore_errors=True)
+        remove_private_folders(member.folders)
 
 
 def member_result(job: Job, member: Member, p: dict, before: dict, solver: Solver) -> dict:
