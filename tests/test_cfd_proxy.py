@@ -887,6 +887,9 @@ def test_each_launch_gets_its_own_mpi_session_and_segment_folders(tmp_path):
     assert len(set(sessions)) == 3 and all(s.startswith(tempfile.gettempdir()) for s in sessions)
     assert len(set(segments)) == 3 and all(s.startswith("/dev/shm/tierbench-") for s in segments)
     assert not any(os.path.exists(s) for s in sessions + segments)  # removed after the run
+    said = record["extra"]["launcher_env"]  # the record names them, never a path
+    assert said["OMPI_MCA_btl_vader_backing_directory"] == "<a folder of its own per launch>"
+    assert said["OMPI_MCA_orte_tmpdir_base"] == "<a folder of its own per launch>"
     assert list((tmp_path / "tier").iterdir()) == []
 
 

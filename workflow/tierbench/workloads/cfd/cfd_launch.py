@@ -149,6 +149,12 @@ def private_folders(launcher: str, local: bool) -> dict[str, str]:
     return folders
 
 
+def private_folders_said(folders: dict[str, str]) -> dict[str, str]:
+    """The variables of a launch's own folders as its record gives them: not their paths,
+    which differ per launch and are gone after it."""
+    return dict.fromkeys(folders, "<a folder of its own per launch>")
+
+
 def remove_private_folders(folders: dict[str, str]) -> None:
     """Remove a launch's own folders, with what a killed launch left in them."""
     for folder in set(folders.values()):

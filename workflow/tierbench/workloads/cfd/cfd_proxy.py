@@ -55,17 +55,15 @@ from .. import Pair, Tool, Workload
 from . import foam
 from .cfd_launch import (
     DEFAULT_LAUNCHER,
-    OPEN_MPI_LAUNCHERS,
-    SESSION_VARS,
     alone_first,
     copy_output,
     error_of_mean,
     launch_command,
     launch_env,
-    launcher_tool,
     member_nodes,
     page_cache_rule,
     private_folders,
+    private_folders_said,
     remove_private_folders,
     spans_nodes,
     under_slurm,
@@ -129,8 +127,6 @@ def start_members(
     gate.mkdir(parents=True)
     local = not under_slurm()
     env, added = launch_env(launcher, local)
-    if launcher_tool(launcher) in OPEN_MPI_LAUNCHERS:
-        added = {**added, SESSION_VARS[0]: "<a private temp folder per launch>"}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     for i in range(1 if label == ALONE else p["ensemble"]):
         command = [
@@ -167,6 +163,7 @@ def start_members(
         )
         member["reader"].start()
     job.extra["commands"] = [shlex.join(m["command"]) for m in members]
+    job.extra["launcher_env"] = {**added, **private_folders_said(members[-1]["folders"])}
 
 
 def calibration_key(config: dict, p: dict) -> str:

@@ -115,6 +115,7 @@ from .cfd_launch import (
     member_nodes,
     page_cache_rule,
     private_folders,
+    private_folders_said,
     remove_private_folders,
     spans_nodes,
     under_slurm,
@@ -472,6 +473,7 @@ def start(
         )
         member.reader.start()
     job.extra["commands"] = [shlex.join(m.command) for m in members]
+    job.extra["launcher_env"] = {**added, **private_folders_said(members[0].folders)}
     job.log(f"{len(members)} launch(es) of {solver.name} started back to back")
     deadline = time.monotonic() + solver.timeout_s
     for member in members:
