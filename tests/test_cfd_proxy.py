@@ -588,14 +588,15 @@ def test_each_step_computes_the_target_time(tmp_path):
     also in the timed steps before the first write (its baseline).
 
     The calibration and the loop are timed seconds apart, and a busy machine may slow
-    either one alone (CI once saw the loop at half the target). A wrong calibration or
-    loop misses the band every time; up to three runs must not all miss it.
+    either one alone (CI once saw the loop at half the target; a fresh clone's suite once
+    saw three runs in a row miss, at 0.45, 2.04 and 1.96 of it). A wrong calibration or
+    loop misses the band every time; up to five runs must not all miss it.
     """
     params = {**PARAMS, "compute_per_cell_step": 8e-3 / 1500, "steps": 10, "write_interval": 5}
     params["baseline_steps"] = 3
     config = cfd_proxy_plan.writer_config({**params, "ranks": 1})
     seen = []
-    for attempt in range(3):
+    for attempt in range(5):
         _, result = run_writer(tmp_path, 1, config, name=f"case{attempt}")
         assert result["compute_target_per_step"] == pytest.approx(8e-3)
         calibration = result["calibration"]
@@ -606,7 +607,7 @@ def test_each_step_computes_the_target_time(tmp_path):
         if all(0.5 < ratio < 2 for ratio in ratios):
             break
     else:
-        pytest.fail(f"loop and baseline / target, in three runs: {seen}")
+        pytest.fail(f"loop and baseline / target, in five runs: {seen}")
 
 
 @needs_mpi
