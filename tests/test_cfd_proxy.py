@@ -909,15 +909,38 @@ def test_a_killed_launch_leaves_no_shared_memory_segments_in_dev_shm():
     )
     try:
         deadline = time.monotonic() + 60
-        while len(os.listdir(segments)) < 2 and time.monotonic() < deadline:
+        while len(segment_files(segments)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(os.listdir(segments)) == 2  # one a rank, there and not in /dev/shm
+        assert len(segment_files(segments)) == 2  # one a rank, there and not in /dev/shm
     finally:  # the launcher and its ranks, with no chance to clean up
         os.killpg(launch.pid, signal.SIGKILL)
         launch.wait()
         cfd_launch.remove_private_folders(folders)
     assert not os.path.exists(segments)
-    assert {n for n in set(os.listdir("/dev/shm")) - before if "segment" in n} == set()
+    assert set(segment_files("/dev/shm")) - before == set()
+
+
+def segment_files(folder: str) -> list[str]:
+    return [name for name in os.listdir(folder) if "segment" in name]
+
+
+def test_the_mpi_folders_of_a_job_killed_outright_are_swept_by_the_next_job_on_their_tier():
+    """A job killed outright (SIGKILL, a node's fault) cannot remove its launches' folders;
+    they are marked as its run folders are, so the next job on /dev/shm sweeps them."""
+    make = "import json; from tierbench.workloads.cfd import cfd_launch as c; "
+    make += "print(json.dumps(c.private_folders('mpiexec', local=True)))"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    made = subprocess.run([sys.executable, "-c", make], env=env, capture_output=True, check=True)
+    folders = json.loads(made.stdout)  # the process that made them has ended
+    segments = folders["OMPI_MCA_btl_vader_backing_directory"]
+    session = folders["OMPI_MCA_orte_tmpdir_base"]
+    try:
+        assert os.path.isdir(segments) and os.path.isdir(session)
+        assert segments in map(str, rundir.sweep_stale("/dev/shm"))
+        assert session in map(str, rundir.sweep_stale(tempfile.gettempdir()))
+        assert not os.path.exists(segments) and not os.path.exists(session)
+    finally:
+        cfd_launch.remove_private_folders(folders)
 
 
 def test_a_calibration_launch_that_fails_is_a_failed_point(tmp_path):

@@ -64,8 +64,7 @@ class RunFolder:
                 f"tier path {self.tier_path} is not a directory on node {socket.gethostname()}{why}"
             )
         self.path.mkdir()
-        marker = {"created_at": utc_now(), "host": socket.gethostname(), "pid": os.getpid()}
-        (self.path / MARKER).write_text(json.dumps(marker) + "\n")
+        mark(self.path)
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -83,6 +82,12 @@ class RunFolder:
             raise PointFailed(
                 f"point needs {needed} bytes but {self.tier_path} has {available} bytes free"
             )
+
+
+def mark(folder: Path) -> None:
+    """Say in ``folder`` who made it: clean-up and :func:`sweep_stale` remove only such."""
+    marker = {"created_at": utc_now(), "host": socket.gethostname(), "pid": os.getpid()}
+    (folder / MARKER).write_text(json.dumps(marker) + "\n")
 
 
 def remove_run_folder(folder: Path) -> bool:

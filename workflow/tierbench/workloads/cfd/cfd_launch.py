@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ... import pagecache
+from ... import pagecache, rundir
 from ...cluster import in_job_step
 from ...errors import PointFailed
 from ...job import Job
@@ -139,14 +139,22 @@ def private_folders(launcher: str, local: bool) -> dict[str, str]:
     /dev/shm: in /dev/shm itself, those of a killed launch stay there for good, and those
     made while a command ran on the /dev/shm tier were taken for that command's writes
     outside its run folder. Under Slurm, /dev/shm of the other nodes has no such folder.
+    Both are marked as run folders are: those of a job killed outright are swept by the
+    next job on their tier.
     """
     if launcher_tool(launcher) not in OPEN_MPI_LAUNCHERS:
         return {}
-    folders = dict.fromkeys(SESSION_VARS, tempfile.mkdtemp(prefix="tierbench-mpi-"))
+    folders = dict.fromkeys(SESSION_VARS, marked_folder(None))
     if local and os.path.isdir(SHM) and os.access(SHM, os.W_OK):
-        segments = tempfile.mkdtemp(prefix="tierbench-mpi-", dir=SHM)
-        folders.update(dict.fromkeys(SEGMENT_VARS, segments))
+        folders.update(dict.fromkeys(SEGMENT_VARS, marked_folder(SHM)))
     return folders
+
+
+def marked_folder(parent: str | None) -> str:
+    """A new folder of this process's own in ``parent`` (None: the system's temp folder)."""
+    folder = tempfile.mkdtemp(prefix=f"{rundir.PREFIX}mpi-", dir=parent)
+    rundir.mark(Path(folder))
+    return folder
 
 
 def private_folders_said(folders: dict[str, str]) -> dict[str, str]:
