@@ -297,7 +297,7 @@ open(ready, "w").close()
 pid = int(open(shell).read())
 while os.path.exists(f"/proc/{pid}"):
     time.sleep(0.02)
-time.sleep(1.0)
+time.sleep(0.5)
 os.remove(tier + "/segment.2")
 """
 
