@@ -142,12 +142,19 @@ def private_folders(launcher: str, local: bool) -> dict[str, str]:
     Both are marked as run folders are: those of a job killed outright are swept by the
     next job on their tier.
     """
-    if launcher_tool(launcher) not in OPEN_MPI_LAUNCHERS:
-        return {}
-    folders = dict.fromkeys(SESSION_VARS, marked_folder(None))
-    if local and os.path.isdir(SHM) and os.access(SHM, os.W_OK):
+    names = private_folder_vars(launcher, local)
+    folders = dict.fromkeys(SESSION_VARS, marked_folder(None)) if names else {}
+    if SEGMENT_VARS[0] in names:
         folders.update(dict.fromkeys(SEGMENT_VARS, marked_folder(SHM)))
     return folders
+
+
+def private_folder_vars(launcher: str, local: bool) -> tuple[str, ...]:
+    """The variables that name a launch's own folders (:func:`private_folders`)."""
+    if launcher_tool(launcher) not in OPEN_MPI_LAUNCHERS:
+        return ()
+    shm = local and os.path.isdir(SHM) and os.access(SHM, os.W_OK)
+    return SESSION_VARS + (SEGMENT_VARS if shm else ())
 
 
 def marked_folder(parent: str | None) -> str:
@@ -157,10 +164,10 @@ def marked_folder(parent: str | None) -> str:
     return folder
 
 
-def private_folders_said(folders: dict[str, str]) -> dict[str, str]:
+def private_folders_said(launcher: str, local: bool) -> dict[str, str]:
     """The variables of a launch's own folders as its record gives them: not their paths,
     which differ per launch and are gone after it."""
-    return dict.fromkeys(folders, "<a folder of its own per launch>")
+    return dict.fromkeys(private_folder_vars(launcher, local), "<a folder of its own per launch>")
 
 
 def remove_private_folders(folders: dict[str, str]) -> None:

@@ -127,6 +127,7 @@ def start_members(
     gate.mkdir(parents=True)
     local = not under_slurm()
     env, added = launch_env(launcher, local)
+    added = {**added, **private_folders_said(launcher, local)}
     job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
     for i in range(1 if label == ALONE else p["ensemble"]):
         command = [
@@ -163,7 +164,6 @@ def start_members(
         )
         member["reader"].start()
     job.extra["commands"] = [shlex.join(m["command"]) for m in members]
-    job.extra["launcher_env"] = {**added, **private_folders_said(members[-1]["folders"])}
 
 
 def calibration_key(config: dict, p: dict) -> str:

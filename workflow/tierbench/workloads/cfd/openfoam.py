@@ -447,7 +447,8 @@ def start(
     _, added = launch_env(launcher, local)
     added.pop("PYTHONPATH", None)  # for cfd_proxy's Python ranks; the solver needs none
     launch = {**env, **added}
-    job.extra.update({"launcher": launcher, "launcher_env": added, "local": local})
+    said = {**added, **private_folders_said(launcher, local)}
+    job.extra.update({"launcher": launcher, "launcher_env": said, "local": local})
     origin = time.perf_counter()
     for member in members:
         each = member_nodes(job)
@@ -473,7 +474,6 @@ def start(
         )
         member.reader.start()
     job.extra["commands"] = [shlex.join(m.command) for m in members]
-    job.extra["launcher_env"] = {**added, **private_folders_said(members[0].folders)}
     job.log(f"{len(members)} launch(es) of {solver.name} started back to back")
     deadline = time.monotonic() + solver.timeout_s
     for member in members:
