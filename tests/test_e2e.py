@@ -129,6 +129,42 @@ def test_snakemake_report_zip(smoke_run):
     assert any(name.endswith("results.csv") for name in names)
 
 
+def planned_jobs(root: Path) -> dict[str, int]:
+    """The jobs a dry run of the smoke study would run, by rule."""
+    done = subprocess.run(
+        [*snakemake_command(), "-n", "-c2", "--config", "scale=smoke"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", done.stdout, re.M)}
+
+
+def test_a_deleted_record_or_study_folder_is_measured_again(smoke_run):
+    """A user who deletes a record, or the study's folder, and runs again gets them measured
+    again and the report made anew: the page alone, newer than every file left, would have
+    Snakemake say "Nothing to be done". (Each file is put back as it was.)"""
+    root, _ = smoke_run
+    study = root / "results/testbox/default"
+    assert planned_jobs(root) == {}
+    record = next((study / "raw/fio").rglob("rep*.json"))
+    aside = Path(tempfile.mkdtemp(prefix="tierbench-aside-"))
+    try:
+        shutil.move(record, aside / "record.json")
+        jobs = planned_jobs(root)
+        assert (jobs.get("fio"), jobs.get("aggregate"), jobs.get("report")) == (1, 1, 1), jobs
+        shutil.move(aside / "record.json", record)
+        shutil.move(study, aside / "study")
+        jobs = planned_jobs(root)
+        assert jobs.get("plan") == 1 and jobs.get("fio", 0) > 1 and jobs.get("report") == 1, jobs
+    finally:
+        if (aside / "record.json").exists():
+            shutil.move(aside / "record.json", record)
+        if (aside / "study").exists():
+            shutil.move(aside / "study", study)
+        shutil.rmtree(aside)
+    assert planned_jobs(root) == {}
+
+
 def test_a_second_machine_keeps_both_and_compares(smoke_run):
     """Issue 14's walk-through: the same study with another hardware file lands beside the
     first machine's results, both runs are in the database, and compare sets them side by

@@ -427,6 +427,19 @@ def report_inputs(studies, elsewhere=None):
     }
 
 
+def made_again_if_deleted(studies, elsewhere=None):
+    """A target's inputs besides its page: the studies' records and tables. Snakemake makes
+    a deleted file again only for a job that must run, and a page still newer than every
+    file left needs nothing; listed on the target itself, a deleted record or study folder
+    is measured again and the page made anew instead of "Nothing to be done"."""
+    elsewhere = elsewhere or {}
+    here = [s for s in studies if s not in elsewhere]
+    return {
+        **report_inputs(studies, elsewhere),
+        "records": [record for s in here for record in raw_records(s)],
+    }
+
+
 def study_title(study):
     return STUDIES[study].get("title", study)
 

@@ -6,7 +6,7 @@
 localrules:
     verdict,
     paper_figures,
-    paper,
+    paper_page,
 
 
 rule lessons:
@@ -103,6 +103,14 @@ ruleorder: paper_figures > figures
 
 
 rule paper:
+    """The paper target: its page, and the document studies measured again where their
+    records or folders were deleted."""
+    input:
+        f"{OUT}/paper.html",
+        **made_again_if_deleted(paper_studies(), paper_elsewhere()),
+
+
+rule paper_page:
     """results/<machine>/paper.html: the document studies, each with its verdicts."""
     input:
         **report_inputs(paper_studies(), paper_elsewhere()),
