@@ -208,6 +208,13 @@ def test_a_cost_the_tier_lacks_is_named_not_guessed(db):
     assert "fsync" in row["reason"]
 
 
+def test_a_machine_without_costs_is_told_what_measures_them(db):
+    db.job("box", {"fast": 4.0}, traced_on="fast")  # no default study on box yet
+    rows, [job] = predicted_rows(db)
+    assert rows == [] and job["rest"] is None
+    assert job["reason"].endswith("the default study run on box measures them")
+
+
 def test_io_above_the_whole_time_is_no_prediction_and_says_why(db):
     db.costs("box", {"fast": (SLOW, 5000.0, 50.0), "slow": (SLOW, 5000.0, 50.0)})
     db.job("box", {"fast": 0.5}, traced_on="fast")

@@ -555,7 +555,10 @@ def job_entry(job: Job, source: TierCosts | None) -> dict:
         "reason": "",
     }
     if source is None:
-        entry["reason"] = f"{job.machine}/{job.tier} has no tier costs in the database"
+        entry["reason"] = (
+            f"{job.machine}/{job.tier} has no tier costs in the database: the default study "
+            f"run on {job.machine} measures them"
+        )
         return entry
     model, why = Model.of(job, source, source)
     if model is None:
