@@ -40,7 +40,7 @@ rule all:
     default_target: True
     input:
         f"{OUT}/report.html",
-        **made_again_if_deleted([ACTIVE_STUDY]),
+        deleted_since(f"{OUT}/report.html", [ACTIVE_STUDY]),
 
 
 # Everything made so far (Snakemake's modules, the rules, the expanded matrix)

@@ -427,17 +427,18 @@ def report_inputs(studies, elsewhere=None):
     }
 
 
-def made_again_if_deleted(studies, elsewhere=None):
-    """A target's inputs besides its page: the studies' records and tables. Snakemake makes
-    a deleted file again only for a job that must run, and a page still newer than every
-    file left needs nothing; listed on the target itself, a deleted record or study folder
-    is measured again and the page made anew instead of "Nothing to be done"."""
-    elsewhere = elsewhere or {}
-    here = [s for s in studies if s not in elsewhere]
-    return {
-        **report_inputs(studies, elsewhere),
-        "records": [record for s in here for record in raw_records(s)],
-    }
+def deleted_since(page, studies, elsewhere=None):
+    """The studies' records and tables that are missing while their page is there. Snakemake
+    makes a deleted file again only for a job that must run, and a page still newer than
+    every file left needs nothing ("Nothing to be done"); listed on the target, they are
+    measured or made again, and the page anew."""
+    if not os.path.exists(page):
+        return []
+    groups = report_inputs(studies, elsewhere).values()
+    tables = [path for group in groups for path in group]
+    here = [s for s in studies if s not in (elsewhere or {})]
+    records = [record for s in here for record in raw_records(s)]
+    return [path for path in tables + records if not os.path.exists(path)]
 
 
 def study_title(study):

@@ -107,7 +107,7 @@ rule paper:
     records or folders were deleted."""
     input:
         f"{OUT}/paper.html",
-        **made_again_if_deleted(paper_studies(), paper_elsewhere()),
+        deleted_since(f"{OUT}/paper.html", paper_studies(), paper_elsewhere()),
 
 
 rule paper_page:
