@@ -1,6 +1,7 @@
 """dd: the documents' invocations, parsing dd's own output, ENOSPC, the file-size sweep."""
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -302,7 +303,10 @@ def tiny_tmpfs():
 def test_a_point_larger_than_the_free_space_does_not_start(tiny_tmpfs):
     record = run_job(spec(tiny_tmpfs, count=10), dd.run)
     assert record["metrics"][0]["status"] == "failed"
-    assert "bytes free" in record["metrics"][0]["reason"]
+    assert re.search(
+        r"needs 10 MiB but .* has [\d.]+ [KM]iB free \(10,485,760 > [\d,]+ bytes\)",
+        record["metrics"][0]["reason"],
+    ), record["metrics"][0]["reason"]
     assert "dd_output" not in record["extra"]
 
 

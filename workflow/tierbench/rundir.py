@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .errors import PointFailed
 from .records import utc_now
+from .units import format_size
 
 PREFIX = "tierbench-"
 MARKER = ".tierbench-run"
@@ -75,12 +76,14 @@ class RunFolder:
         """Stop before writing when the point would exceed the tier's cap or its free space."""
         if max_bytes is not None and needed > max_bytes:
             raise PointFailed(
-                f"point would write {needed} bytes, more than the tier's max_bytes ({max_bytes})"
+                f"point would write {format_size(needed)}, more than the tier's max_bytes "
+                f"({format_size(max_bytes)})"
             )
         available = free_bytes(self.path)
         if needed > available:
             raise PointFailed(
-                f"point needs {needed} bytes but {self.tier_path} has {available} bytes free"
+                f"point needs {format_size(needed)} but {self.tier_path} has "
+                f"{format_size(available)} free ({needed:,} > {available:,} bytes)"
             )
 
 
