@@ -9,15 +9,12 @@ the host's when none is given: machines never share a path.
 
 import gc
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
-
-
-validate(config, "workflow/schemas/config.schema.yaml")
 
 
 report: "workflow/report/workflow.rst"

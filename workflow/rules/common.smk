@@ -14,6 +14,7 @@ from pathlib import Path
 
 from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 # Snakemake starts a local `run:` job (the plan rule) through a shell with the
 # path of the Python running it unquoted (snakemake/snakemake#3211): from a
@@ -46,6 +47,25 @@ from tierbench import matrix, units  # noqa: E402
 from tierbench.errors import ConfigError  # noqa: E402
 from tierbench.workloads import estimate, registry  # noqa: E402
 from tierbench.workloads import get as get_workload  # noqa: E402
+
+
+def _validate_config():
+    """Snakemake's validation, which fills in the schema's defaults; a mistake stops the
+    run with the key and what is wrong with it as its last line, not a dump of the
+    whole configuration."""
+    schema = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+    try:
+        validate(config, str(schema))
+    except WorkflowError as error:
+        # jsonschema's ValidationError, which Snakemake raised its error in
+        cause = error.__context__
+        if not hasattr(cause, "absolute_path"):
+            raise
+        where = ".".join(str(p) for p in cause.absolute_path) or "(top level)"
+        raise SystemExit(f"invalid configuration: {where}: {cause.message}") from None
+
+
+_validate_config()
 
 
 def per_job(func):
@@ -101,7 +121,7 @@ def _hardware():
         hardware = matrix.load_hardware(config["hardware"], BASE / "config/hardware")
         variables, folders = matrix.site_environment(hardware)
     except ConfigError as error:
-        raise WorkflowError(str(error)) from None
+        raise SystemExit(str(error)) from None  # its last line
     os.environ.update(variables)
     for folder in reversed(folders):
         _prepend_env("PATH", folder)
@@ -149,7 +169,7 @@ def _load():
             for point in matrix.expand_study(study, tiers, config["scale"]):
                 points[point.key] = point
     except ConfigError as error:
-        raise WorkflowError(str(error)) from None
+        raise SystemExit(str(error)) from None  # its last line
     return tiers, studies, points
 
 
