@@ -140,6 +140,14 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys):
         assert message in err and len(err.splitlines()) == 1, (args, err)
         assert not out.exists()
     assert "machines: cluster, laptop, mac, ws" in _error(db, out, capsys, "ws", "nosuch")
+    assert "one scale" not in _error(db, out, capsys, "ws", "laptop")  # one scale: not said
+    larger = [fio_point("shm", "shm", "1m", [1.0, 1.1, 1.2])]  # the study at another scale
+    study_dir, paths = write_study(tmp_path / "results", "big", "fe_tmpfs", larger)
+    append_study(db, study_dir, paths, scale="full")
+    said = _error(db, out, capsys, "ws", "big")
+    assert said.strip().endswith(
+        "fe_tmpfs ran at scale smoke on ws, at scale full on big; run both at one scale"
+    ), said
     assert "no results database" in _error(tmp_path / "none.sqlite", out, capsys, "a", "b")
 
 

@@ -292,10 +292,23 @@ def compare(conn, sides: list[Side], reference: Side) -> list[Pair]:
             raise ResultsError(
                 f"{reference.label} and {side.label} share no points in {', '.join(common)} "
                 "(experiment, workload, tier class, parameters and metric must match)"
+                + scales_apart(reference, side, common)
             )
         rows.sort(key=lambda r: (ORDER[r["result"]], r["study"], r["experiment"], r["point"]))
         pairs.append(Pair(reference, side, rows, only_ref, only_other))
     return pairs
+
+
+def scales_apart(reference: Side, side: Side, studies: list[str]) -> str:
+    """Where the two ran a study at different scales (its sizes differ, so no point
+    matches): said, with what to do."""
+    apart = [
+        f"{study} ran at scale {reference.runs[study]['scale']} on {reference.label}, "
+        f"at scale {side.runs[study]['scale']} on {side.label}"
+        for study in studies
+        if reference.runs[study]["scale"] != side.runs[study]["scale"]
+    ]
+    return f": {'; '.join(apart)}; run both at one scale" if apart else ""
 
 
 def provenance(conn, side: Side) -> dict:
