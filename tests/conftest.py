@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -106,6 +107,11 @@ def pipeline_copy(root: Path, command: list[str] | None = None):
 
     run.root = root
     return run
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The jobs a run plans, by rule: the "Job stats" table of Snakemake's output."""
+    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", output, re.MULTILINE)}
 
 
 def latest_logs(root: Path, count: int = 3) -> str:

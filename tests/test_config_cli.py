@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, job_stats
 from tierbench.workloads import registry
 
 
@@ -156,8 +156,7 @@ def test_a_slurm_plan_lists_its_allocations_within_the_sites_limits(pipeline):
     output = done.stdout + done.stderr
     listed = re.findall(r"  (default-round1-\d+): .*?, (\d+) min, (\d+) jobs of", output)
     assert len(listed) > 1 and all(int(minutes) <= 5 for _, minutes, _ in listed), output
-    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", output, re.MULTILINE))  # the job stats
-    benchmarks = sum(int(n) for rule, n in counts.items() if rule in registry())
+    benchmarks = sum(n for rule, n in job_stats(output).items() if rule in registry())
     assert sum(int(jobs) for _, _, jobs in listed) == benchmarks > 0  # each job once
     groups = set(re.findall(r"Group job (default-round1-\d+)", output))
     assert groups == {name for name, _, _ in listed}

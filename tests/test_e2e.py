@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PIPELINE_FILES, REPO, snakemake_command
+from conftest import PIPELINE_FILES, REPO, job_stats, snakemake_command
 from tierbench import rundir
 
 pytestmark = pytest.mark.e2e
@@ -136,7 +136,7 @@ def planned_jobs(root: Path) -> dict[str, int]:
         cwd=root, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", done.stdout, re.M)}
+    return job_stats(done.stdout)
 
 
 def test_a_deleted_record_or_study_folder_is_measured_again(smoke_run):
